@@ -1,0 +1,752 @@
+//! Which member goes where (spec section 2), what each member needs (sections 3 and 7), and the
+//! plan preview of a run (section 9) — all pure functions of the fleet, the strategy, the catalog
+//! and `now`.
+
+use crate::catalog::Catalog;
+use crate::error::{Error, ErrorCode};
+use crate::limits::{
+    Limit, DEFAULT_ALLOWED_FAILURES, DEFAULT_GROUP_CONCURRENCY, DEFAULT_STAGE_CONCURRENCY,
+};
+use crate::model::{
+    GateConfig, GateTiming, GateType, Member, NodeImageSelectionType, Stage, Timestamp,
+    UpdateRunSpec, UpdateStrategy, UpgradeType,
+};
+use crate::selector::{LabelIndex, LabelSelector};
+use crate::version::{compare_image_versions, image_family, KubeVersion};
+use crate::window::{CompiledWindow, WindowPriority};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Name of the stage and group used when a run has no strategy ("every member one by one").
+pub const DEFAULT_STAGE_NAME: &str = "default";
+
+/// The strategy a run uses when it has none: one stage, one group of every member, one at a time.
+pub fn default_strategy() -> UpdateStrategy {
+    UpdateStrategy {
+        stages: vec![Stage {
+            name: DEFAULT_STAGE_NAME.to_string(),
+            groups: vec![],
+            member_selector: None,
+            after_stage_wait_in_seconds: None,
+            max_concurrency: Some("1".to_string()),
+            max_allowed_failures: None,
+            before_gates: vec![],
+            after_gates: vec![],
+        }],
+    }
+}
+
+/// Members per stage and group; indices refer to the member slice given to [`assign`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    /// Per stage, per group, the member indices in name order.
+    pub stages: Vec<Vec<Vec<u32>>>,
+    /// Members that match no group.
+    pub unassigned: Vec<u32>,
+}
+
+/// The labels a selector sees: the member's own plus `waverun.dev/region`,
+/// `waverun.dev/member-name` and `waverun.dev/provider`.
+pub fn effective_labels(m: &Member) -> BTreeMap<String, String> {
+    let mut l = m.labels.clone();
+    l.insert("waverun.dev/region".into(), m.region.clone());
+    l.insert("waverun.dev/member-name".into(), m.name.clone());
+    if let Some(p) = &m.provider {
+        l.insert("waverun.dev/provider".into(), p.name.clone());
+    }
+    l
+}
+
+/// Assigns members (sorted by name) to the groups of a strategy.
+///
+/// A stage without groups but with a selector forms one implicit group named after the stage; a
+/// strategy with no selector anywhere and a stage without groups (the default strategy) takes
+/// every member. A member that lands in two groups is an error naming it and both groups.
+pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignment, Error> {
+    let labels: Vec<BTreeMap<String, String>> =
+        members.iter().map(|m| effective_labels(m)).collect();
+    let index = LabelIndex::new(labels.iter());
+    let mut by_group_name: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (i, m) in members.iter().enumerate() {
+        if let Some(g) = &m.group {
+            by_group_name.entry(g.as_str()).or_default().push(i as u32);
+        }
+    }
+    let mut owner: Vec<Option<(u32, u32)>> = vec![None; members.len()];
+    let mut stages = Vec::with_capacity(strategy.stages.len());
+    for (si, stage) in strategy.stages.iter().enumerate() {
+        let stage_sel = stage
+            .member_selector
+            .as_ref()
+            .map(|s| parse_sel(&s.by_label, &format!("stages[{si}].memberSelector.byLabel")))
+            .transpose()?;
+        let mut groups = Vec::new();
+        if stage.groups.is_empty() {
+            let ms: Vec<u32> = match &stage_sel {
+                Some(sel) => index.matching(sel),
+                None => (0..members.len() as u32).collect(),
+            };
+            groups.push(ms);
+        } else {
+            for group in &stage.groups {
+                let mut ms: Vec<u32> = match &group.member_selector {
+                    Some(s) => {
+                        let sel = parse_sel(&s.by_label, "memberSelector.byLabel")?;
+                        index.matching(&sel)
+                    }
+                    None => by_group_name
+                        .get(group.name.as_str())
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                if let Some(sel) = &stage_sel {
+                    ms.retain(|i| sel.matches(&labels[*i as usize]));
+                }
+                groups.push(ms);
+            }
+        }
+        for (gi, ms) in groups.iter().enumerate() {
+            for &i in ms {
+                if let Some((ps, pg)) = owner[i as usize] {
+                    let first = group_name(strategy, ps as usize, pg as usize);
+                    let second = group_name(strategy, si, gi);
+                    let mut e = Error::new(
+                        ErrorCode::MemberInTwoGroups,
+                        format!(
+                            "member \"{}\" matches both group \"{first}\" (stage \"{}\") and group \"{second}\" (stage \"{}\"); a member may be in one group only",
+                            members[i as usize].name,
+                            strategy.stages[ps as usize].name,
+                            stage.name
+                        ),
+                    );
+                    e.fields.push(crate::error::FieldError::new(
+                        format!("stages[{si}].groups[{gi}]"),
+                        e.message.clone(),
+                    ));
+                    return Err(e);
+                }
+                owner[i as usize] = Some((si as u32, gi as u32));
+            }
+        }
+        stages.push(groups);
+    }
+    let unassigned = (0..members.len() as u32)
+        .filter(|i| owner[*i as usize].is_none())
+        .collect();
+    Ok(Assignment { stages, unassigned })
+}
+
+fn parse_sel(s: &str, path: &str) -> Result<LabelSelector, Error> {
+    LabelSelector::parse(s)
+        .map_err(|e| Error::invalid(vec![crate::error::FieldError::new(path, e)]))
+}
+
+/// The name of group `gi` of stage `si` (a stage without groups has one implicit group named after it).
+pub fn group_name(strategy: &UpdateStrategy, si: usize, gi: usize) -> &str {
+    let stage = &strategy.stages[si];
+    if stage.groups.is_empty() {
+        &stage.name
+    } else {
+        &stage.groups[gi].name
+    }
+}
+
+/// Resolved limits of a stage given its member count.
+pub fn stage_limits(stage: &Stage, members: u32) -> (u32, u32) {
+    let mc = stage
+        .max_concurrency
+        .as_deref()
+        .and_then(|s| Limit::parse_concurrency(s).ok())
+        .unwrap_or(DEFAULT_STAGE_CONCURRENCY)
+        .resolve_concurrency(members);
+    let maf = stage
+        .max_allowed_failures
+        .as_deref()
+        .and_then(|s| Limit::parse_failures(s).ok())
+        .unwrap_or(DEFAULT_ALLOWED_FAILURES)
+        .resolve_failures(members);
+    (mc, maf)
+}
+
+/// Resolved limits of group `gi` of a stage given its member count; concurrency is clamped to
+/// the stage's resolved value. An implicit group takes the stage's concurrency.
+pub fn group_limits(stage: &Stage, gi: usize, members: u32, stage_mc: u32) -> (u32, u32) {
+    let Some(group) = stage.groups.get(gi) else {
+        // The implicit group of a stage without groups runs at the stage's pace.
+        let (_, maf) = stage_limits(stage, members);
+        return (stage_mc, maf);
+    };
+    let mc = group
+        .max_concurrency
+        .as_deref()
+        .and_then(|s| Limit::parse_concurrency(s).ok())
+        .unwrap_or(DEFAULT_GROUP_CONCURRENCY)
+        .resolve_concurrency(members)
+        .min(stage_mc);
+    let maf = group
+        .max_allowed_failures
+        .as_deref()
+        .and_then(|s| Limit::parse_failures(s).ok())
+        .unwrap_or(DEFAULT_ALLOWED_FAILURES)
+        .resolve_failures(members);
+    (mc, maf)
+}
+
+/// The window that governs a member for an upgrade type.
+pub fn governing_window(m: &Member, t: UpgradeType) -> Option<&crate::window::MaintenanceWindow> {
+    match t {
+        UpgradeType::NodeImageOnly => m.maintenance.node_os.as_ref(),
+        _ => m.maintenance.kubernetes.as_ref(),
+    }
+}
+
+/// Priority class of a member with an optional compiled window.
+pub fn priority(window: Option<&CompiledWindow>, now: Timestamp) -> WindowPriority {
+    match window {
+        None => WindowPriority::NoWindow,
+        Some(w) => w.priority(now),
+    }
+}
+
+/// One pool's target image.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolImage {
+    /// Node pool name.
+    pub node_pool: String,
+    /// Target image version.
+    pub image_version: String,
+}
+
+/// What a run wants, resolved once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTarget {
+    /// Upgrade type.
+    pub upgrade_type: UpgradeType,
+    /// Target Kubernetes version (Full, ControlPlaneOnly).
+    pub kubernetes_version: Option<KubeVersion>,
+    /// Node image selection kind.
+    pub selection: NodeImageSelectionType,
+    /// Consistent: the selected images (one per family); Custom: the given versions.
+    pub images: Vec<String>,
+}
+
+impl RunTarget {
+    /// The run target of a spec (Consistent images still to be selected).
+    pub fn of(spec: &UpdateRunSpec) -> RunTarget {
+        let up = &spec.managed_cluster_update;
+        RunTarget {
+            upgrade_type: up.upgrade.upgrade_type,
+            kubernetes_version: up
+                .upgrade
+                .kubernetes_version
+                .as_deref()
+                .and_then(|v| KubeVersion::parse(v).ok()),
+            selection: up.node_image_selection.selection_type,
+            images: match up.node_image_selection.selection_type {
+                NodeImageSelectionType::Custom => up
+                    .node_image_selection
+                    .custom_node_image_versions
+                    .iter()
+                    .map(|v| v.version.clone())
+                    .collect(),
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    fn image_for_family(&self, family: &str) -> Option<&str> {
+        self.images
+            .iter()
+            .find(|v| image_family(v) == Some(family))
+            .map(|s| s.as_str())
+    }
+}
+
+/// Why a member has nothing to do or cannot be processed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SkipReason {
+    /// Already at the target.
+    AlreadyAtTarget,
+    /// Consistent selection found no image for one of its pools.
+    NoConsistentImage,
+    /// Skipped by a user (member, group or stage).
+    SkippedByUser,
+}
+
+/// What a member needs, decided against the catalog at `now`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Upgrade with these targets.
+    Upgrade {
+        /// Target control-plane version, when the control plane moves.
+        kubernetes_version: Option<String>,
+        /// Target image per pool that moves.
+        node_images: Vec<PoolImage>,
+        /// Notes (pools left alone, control plane ahead of target).
+        message: Option<String>,
+    },
+    /// Nothing to do.
+    Skip {
+        /// Why.
+        reason: SkipReason,
+        /// Explanation.
+        message: String,
+    },
+    /// Fails without a cluster call.
+    Fail {
+        /// Stable code.
+        code: ErrorCode,
+        /// Explanation.
+        message: String,
+    },
+}
+
+/// Decides what `m` needs for `t` at `now`.
+pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> Decision {
+    let mut notes: Vec<String> = Vec::new();
+    let mut kube_target = None;
+    if matches!(
+        t.upgrade_type,
+        UpgradeType::Full | UpgradeType::ControlPlaneOnly
+    ) {
+        if let (Some(target), Ok(current)) = (
+            t.kubernetes_version,
+            KubeVersion::parse(&m.kubernetes_version),
+        ) {
+            match current.cmp(&target) {
+                Ordering::Less => {
+                    if current.minors_until(&target) > 1 {
+                        return Decision::Fail {
+                            code: ErrorCode::MinorVersionSkip,
+                            message: format!(
+                                "control plane {current} is more than one minor version behind {target}; Kubernetes cannot skip a minor version: upgrade to {}.{} first",
+                                current.major,
+                                current.minor + 1
+                            ),
+                        };
+                    }
+                    kube_target = Some(target.to_string());
+                }
+                Ordering::Equal => {}
+                Ordering::Greater => notes.push(format!(
+                    "control plane {current} is ahead of target {target}; treated as at target (no downgrade)"
+                )),
+            }
+        }
+    }
+    let mut node_images = Vec::new();
+    let mut left_alone = Vec::new();
+    if matches!(
+        t.upgrade_type,
+        UpgradeType::Full | UpgradeType::NodeImageOnly
+    ) {
+        for pool in &m.node_pools {
+            let Some(family) = image_family(&pool.image_version) else {
+                left_alone.push(pool.name.clone());
+                continue;
+            };
+            let target = match t.selection {
+                NodeImageSelectionType::Latest => {
+                    if pool.from_snapshot {
+                        left_alone.push(format!("{} (from snapshot)", pool.name));
+                        continue;
+                    }
+                    catalog.newest_image(family, &m.region, now)
+                }
+                NodeImageSelectionType::Consistent => match t.image_for_family(family) {
+                    Some(v) => Some(v),
+                    None => {
+                        return Decision::Skip {
+                            reason: SkipReason::NoConsistentImage,
+                            message: format!(
+                                "Consistent selection found no image of family {family} available in every region of the run (pool {})",
+                                pool.name
+                            ),
+                        }
+                    }
+                },
+                NodeImageSelectionType::Custom => t.image_for_family(family),
+            };
+            match target {
+                Some(v) if compare_image_versions(v, &pool.image_version) == Ordering::Greater => {
+                    node_images.push(PoolImage {
+                        node_pool: pool.name.clone(),
+                        image_version: v.to_string(),
+                    })
+                }
+                _ => left_alone.push(pool.name.clone()),
+            }
+        }
+    }
+    if kube_target.is_none() && node_images.is_empty() {
+        let what = match t.upgrade_type {
+            UpgradeType::ControlPlaneOnly => "control plane already at target",
+            UpgradeType::Full => "control plane and every node pool already at target",
+            UpgradeType::NodeImageOnly => "every node pool already at or ahead of its target image",
+        };
+        notes.insert(0, what.to_string());
+        return Decision::Skip {
+            reason: SkipReason::AlreadyAtTarget,
+            message: notes.join("; "),
+        };
+    }
+    if !node_images.is_empty() && !left_alone.is_empty() {
+        notes.push(format!("pools left alone: {}", left_alone.join(", ")));
+    }
+    Decision::Upgrade {
+        kubernetes_version: kube_target,
+        node_images,
+        message: if notes.is_empty() {
+            None
+        } else {
+            Some(notes.join("; "))
+        },
+    }
+}
+
+/// If a decided upgrade needs a version not yet available in the member's region: what is
+/// missing and, when known, from when it will be there.
+pub fn unavailable(
+    m: &Member,
+    kubernetes_version: Option<&str>,
+    node_images: &[PoolImage],
+    t: &RunTarget,
+    catalog: &Catalog,
+    now: Timestamp,
+) -> Option<(String, Option<Timestamp>)> {
+    if let Some(v) = kubernetes_version {
+        match catalog.kubernetes_since(v, &m.region) {
+            Some(at) if at <= now => {}
+            until => {
+                return Some((
+                    format!("Kubernetes {v} is not yet available in {}", m.region),
+                    until,
+                ))
+            }
+        }
+    }
+    if t.selection != NodeImageSelectionType::Latest {
+        for p in node_images {
+            match catalog.image_since(&p.image_version, &m.region) {
+                Some(at) if at <= now => {}
+                until => {
+                    return Some((
+                        format!(
+                            "node image {} is not yet available in {}",
+                            p.image_version, m.region
+                        ),
+                        until,
+                    ))
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Consistent selection: for each family present in any pool of `members`, the newest version
+/// available at `now` in every region that hosts a pool of that family. Sorted by family.
+pub fn select_consistent(members: &[&Member], catalog: &Catalog, now: Timestamp) -> Vec<String> {
+    let mut regions: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for m in members {
+        for p in &m.node_pools {
+            if let Some(f) = image_family(&p.image_version) {
+                regions.entry(f).or_default().insert(m.region.as_str());
+            }
+        }
+    }
+    regions
+        .iter()
+        .filter_map(|(family, rs)| {
+            catalog
+                .newest_image_everywhere(family, rs.iter().copied(), now)
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// A gate in a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedGate {
+    /// Stage.
+    pub stage: String,
+    /// Group, for group gates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Before or after.
+    pub timing: GateTiming,
+    /// Gate kind.
+    pub gate_type: GateType,
+    /// Display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Whether a human must act (Approval gates).
+    pub needs_human: bool,
+}
+
+/// One member in a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedMember {
+    /// Member name.
+    pub name: String,
+    /// Region.
+    pub region: String,
+    /// `Upgrade`, `Skip` or `Fail`.
+    pub action: String,
+    /// Target control plane, if it moves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    /// Target images, for pools that move.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_images: Vec<PoolImage>,
+    /// Why (skip reason, failure, notes, window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One group in a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedGroup {
+    /// Group name.
+    pub name: String,
+    /// Resolved (clamped) concurrency.
+    pub max_concurrency: u32,
+    /// Resolved failure threshold.
+    pub max_allowed_failures: u32,
+    /// Members in priority order at plan time, then by name.
+    pub members: Vec<PlannedMember>,
+}
+
+/// One stage in a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedStage {
+    /// Stage name.
+    pub name: String,
+    /// Resolved concurrency.
+    pub max_concurrency: u32,
+    /// Resolved failure threshold.
+    pub max_allowed_failures: u32,
+    /// After-stage wait.
+    pub after_stage_wait_in_seconds: u64,
+    /// Groups.
+    pub groups: Vec<PlannedGroup>,
+}
+
+/// The plan preview of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Run name.
+    pub run: String,
+    /// Stages in order.
+    pub stages: Vec<PlannedStage>,
+    /// Members that match no group and are left out of the run.
+    pub unassigned: Vec<String>,
+    /// Every gate, in order; `needsHuman` marks approvals.
+    pub gates: Vec<PlannedGate>,
+    /// Consistent selection: the images selected now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selected_node_image_versions: Vec<String>,
+    /// Members that will fail without a cluster call (minor version skips).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub will_fail: Vec<String>,
+    /// Totals.
+    pub members_to_upgrade: u32,
+    /// Members with nothing to do.
+    pub members_to_skip: u32,
+}
+
+/// Plans `spec` over `members` (any order) with `strategy` (the run's own or the stored one).
+pub fn plan(
+    spec: &UpdateRunSpec,
+    strategy: &UpdateStrategy,
+    members: &[&Member],
+    catalog: &Catalog,
+    now: Timestamp,
+) -> Result<Plan, Error> {
+    let mut sorted: Vec<&Member> = members.to_vec();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let assignment = assign(&sorted, strategy)?;
+    let mut target = RunTarget::of(spec);
+    let in_run: Vec<&Member> = assignment
+        .stages
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|i| sorted[*i as usize])
+        .collect();
+    if target.selection == NodeImageSelectionType::Consistent {
+        target.images = select_consistent(&in_run, catalog, now);
+    }
+    let mut stages = Vec::new();
+    let mut gates = Vec::new();
+    let mut will_fail = Vec::new();
+    let (mut up, mut skip) = (0, 0);
+    for (si, stage) in strategy.stages.iter().enumerate() {
+        let count: u32 = assignment.stages[si].iter().map(|g| g.len() as u32).sum();
+        let (mc, maf) = stage_limits(stage, count);
+        push_gates(
+            &mut gates,
+            &stage.name,
+            None,
+            &stage.before_gates,
+            GateTiming::Before,
+        );
+        let mut groups = Vec::new();
+        for (gi, ms) in assignment.stages[si].iter().enumerate() {
+            let gname = group_name(strategy, si, gi).to_string();
+            let (gmc, gmaf) = group_limits(stage, gi, ms.len() as u32, mc);
+            if let Some(g) = stage.groups.get(gi) {
+                push_gates(
+                    &mut gates,
+                    &stage.name,
+                    Some(&gname),
+                    &g.before_gates,
+                    GateTiming::Before,
+                );
+                push_gates(
+                    &mut gates,
+                    &stage.name,
+                    Some(&gname),
+                    &g.after_gates,
+                    GateTiming::After,
+                );
+            }
+            let mut ordered: Vec<(WindowPriority, &Member)> = ms
+                .iter()
+                .map(|i| {
+                    let m = sorted[*i as usize];
+                    let w = governing_window(m, target.upgrade_type).and_then(|w| w.compile().ok());
+                    (priority(w.as_ref(), now), m)
+                })
+                .collect();
+            ordered.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+            let members = ordered
+                .into_iter()
+                .map(|(prio, m)| {
+                    let mut pm = PlannedMember {
+                        name: m.name.clone(),
+                        region: m.region.clone(),
+                        action: String::new(),
+                        kubernetes_version: None,
+                        node_images: vec![],
+                        message: None,
+                    };
+                    match decide(m, &target, catalog, now) {
+                        Decision::Upgrade {
+                            kubernetes_version,
+                            node_images,
+                            message,
+                        } => {
+                            up += 1;
+                            pm.action = "Upgrade".into();
+                            let mut notes: Vec<String> = message.into_iter().collect();
+                            if let Some((what, until)) = unavailable(
+                                m,
+                                kubernetes_version.as_deref(),
+                                &node_images,
+                                &target,
+                                catalog,
+                                now,
+                            ) {
+                                notes.push(match until {
+                                    Some(t) => format!("{what} (from {})", crate::fmt_time(t)),
+                                    None => what,
+                                });
+                            }
+                            if prio == WindowPriority::Closed || prio == WindowPriority::OpensSoon {
+                                let next = governing_window(m, target.upgrade_type)
+                                    .and_then(|w| w.compile().ok())
+                                    .and_then(|w| w.next_opening(now));
+                                if let Some(t) = next {
+                                    notes.push(format!(
+                                        "maintenance window opens {}",
+                                        crate::fmt_time(t)
+                                    ));
+                                }
+                            }
+                            pm.kubernetes_version = kubernetes_version;
+                            pm.node_images = node_images;
+                            pm.message = (!notes.is_empty()).then(|| notes.join("; "));
+                        }
+                        Decision::Skip { message, .. } => {
+                            skip += 1;
+                            pm.action = "Skip".into();
+                            pm.message = Some(message);
+                        }
+                        Decision::Fail { code, message } => {
+                            pm.action = "Fail".into();
+                            will_fail.push(m.name.clone());
+                            pm.message = Some(format!("{code}: {message}"));
+                        }
+                    }
+                    pm
+                })
+                .collect();
+            groups.push(PlannedGroup {
+                name: gname,
+                max_concurrency: gmc,
+                max_allowed_failures: gmaf,
+                members,
+            });
+        }
+        push_gates(
+            &mut gates,
+            &stage.name,
+            None,
+            &stage.after_gates,
+            GateTiming::After,
+        );
+        stages.push(PlannedStage {
+            name: stage.name.clone(),
+            max_concurrency: mc,
+            max_allowed_failures: maf,
+            after_stage_wait_in_seconds: stage.after_stage_wait_in_seconds.unwrap_or(0),
+            groups,
+        });
+    }
+    Ok(Plan {
+        run: spec.name.clone(),
+        stages,
+        unassigned: assignment
+            .unassigned
+            .iter()
+            .map(|i| sorted[*i as usize].name.clone())
+            .collect(),
+        gates,
+        selected_node_image_versions: if target.selection == NodeImageSelectionType::Consistent {
+            target.images
+        } else {
+            vec![]
+        },
+        will_fail,
+        members_to_upgrade: up,
+        members_to_skip: skip,
+    })
+}
+
+fn push_gates(
+    out: &mut Vec<PlannedGate>,
+    stage: &str,
+    group: Option<&str>,
+    gates: &[GateConfig],
+    timing: GateTiming,
+) {
+    for g in gates {
+        out.push(PlannedGate {
+            stage: stage.to_string(),
+            group: group.map(str::to_string),
+            timing,
+            gate_type: g.gate_type,
+            display_name: g.display_name.clone(),
+            needs_human: g.gate_type == GateType::Approval,
+        });
+    }
+}

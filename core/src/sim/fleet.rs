@@ -1,0 +1,115 @@
+//! The simulated fleet: answers each upgrade command after the member's `upgradeMinutes`
+//! (plus seeded jitter), failing the member's first `failAttempts` attempts.
+
+use super::scenario::{Behavior, Scenario};
+use crate::engine::Observation;
+use crate::event::UpgradeOperation;
+use crate::model::Timestamp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A deterministic fleet of simulated clusters.
+#[derive(Clone, Debug)]
+pub struct SimulatedFleet {
+    behaviors: BTreeMap<String, Behavior>,
+    attempts: BTreeMap<String, u32>,
+    /// (due, submission order) → (operation, succeeds).
+    in_flight: BTreeMap<(Timestamp, u64), (String, bool)>,
+    known: BTreeSet<String>,
+    seq: u64,
+    rng: u64,
+    max_in_flight: usize,
+}
+
+impl SimulatedFleet {
+    /// A fleet behaving as the scenario says.
+    pub fn new(scenario: &Scenario) -> SimulatedFleet {
+        SimulatedFleet {
+            behaviors: scenario
+                .members
+                .iter()
+                .map(|m| (m.name.clone(), m.behavior.clone()))
+                .collect(),
+            attempts: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            known: BTreeSet::new(),
+            seq: 0,
+            rng: scenario.seed ^ 0x9E37_79B9_7F4A_7C15,
+            max_in_flight: 0,
+        }
+    }
+
+    /// Accepts an upgrade command at `now`. A repeated operation id is the same operation.
+    pub fn submit(&mut self, op: &UpgradeOperation, now: Timestamp) {
+        if !self.known.insert(op.operation_id.clone()) {
+            return;
+        }
+        let b = self.behaviors.get(&op.member).cloned().unwrap_or_default();
+        let attempt = self.attempts.entry(op.member.clone()).or_insert(0);
+        *attempt += 1;
+        let succeeds = *attempt > b.fail_attempts;
+        let jitter = if b.jitter_minutes > 0 {
+            self.next_random() % (b.jitter_minutes as u64 + 1)
+        } else {
+            0
+        };
+        let due = now + chrono::Duration::minutes(b.upgrade_minutes as i64 + jitter as i64);
+        self.seq += 1;
+        self.in_flight
+            .insert((due, self.seq), (op.operation_id.clone(), succeeds));
+        self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
+    }
+
+    /// The next completion time.
+    pub fn next_completion(&self) -> Option<Timestamp> {
+        self.in_flight.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Results due at or before `now`, in due order.
+    pub fn take_due(&mut self, now: Timestamp) -> Vec<Observation> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.in_flight.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (op, ok) = entry.remove();
+            out.push(if ok {
+                Observation::UpgradeSucceeded { operation_id: op }
+            } else {
+                Observation::UpgradeFailed {
+                    operation_id: op,
+                    message: "simulated upgrade failure".to_string(),
+                }
+            });
+        }
+        out
+    }
+
+    /// Nothing in flight.
+    pub fn idle(&self) -> bool {
+        self.in_flight.is_empty()
+    }
+
+    /// Upgrades in flight right now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The most upgrades ever in flight at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+
+    /// Upgrade attempts per member so far.
+    pub fn attempts(&self, member: &str) -> u32 {
+        self.attempts.get(member).copied().unwrap_or(0)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // splitmix64: small, fast, and the same on every platform.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,203 @@
+//! The human-readable form of a simulation report: the timeline, the final tree, the summary.
+
+use super::SimulationReport;
+use crate::event::Event;
+use crate::fmt_time;
+use crate::state::{GateStatus, NodeStatus};
+use std::fmt::Write;
+
+/// Renders a report for a terminal.
+pub fn render_text(r: &SimulationReport) -> String {
+    let mut out = String::new();
+    out.push_str("Timeline\n");
+    for e in &r.timeline {
+        let _ = writeln!(out, "  {}", timeline_line(e));
+    }
+    let s = &r.run.status;
+    let _ = writeln!(out, "\nRun {}: {}", r.run.name, node(&s.status));
+    let _ = writeln!(out, "  failures: {}", s.failure_count);
+    if let Some(sel) = &s.node_image_selection {
+        let _ = writeln!(
+            out,
+            "  selected node images: {}",
+            sel.selected_node_image_versions.join(", ")
+        );
+    }
+    if let Some(w) = &s.waiting_on {
+        let _ = writeln!(out, "  waiting on: {}", waiting(w));
+    }
+    for st in &s.stages {
+        let _ = writeln!(
+            out,
+            "  stage {}: {}  [maxConcurrency {}, maxAllowedFailures {}, failures {}]",
+            st.name,
+            node(&st.status),
+            st.max_concurrency,
+            st.max_allowed_failures,
+            st.failure_count
+        );
+        if let Some(w) = &st.waiting_on {
+            let _ = writeln!(out, "    waiting on: {}", waiting(w));
+        }
+        gates(&mut out, "    ", &st.before_gates);
+        for g in &st.groups {
+            let _ = writeln!(
+                out,
+                "    group {}: {}  [maxConcurrency {}, maxAllowedFailures {}, failures {}]",
+                g.name,
+                node(&g.status),
+                g.max_concurrency,
+                g.max_allowed_failures,
+                g.failure_count
+            );
+            if let Some(w) = &g.waiting_on {
+                let _ = writeln!(out, "      waiting on: {}", waiting(w));
+            }
+            gates(&mut out, "      ", &g.before_gates);
+            for m in &g.members {
+                let mut line = format!("      {}: {}", m.name, node(&m.status));
+                if let Some(msg) = &m.message {
+                    let _ = write!(line, "  ({msg})");
+                }
+                if let Some(e) = &m.status.error {
+                    let _ = write!(line, "  error {}: {}", e.code, e.message);
+                }
+                let _ = writeln!(out, "{line}");
+            }
+            gates(&mut out, "      ", &g.after_gates);
+        }
+        gates(&mut out, "    ", &st.after_gates);
+        let w = &st.after_stage_wait_status;
+        if w.wait_duration_in_seconds > 0 {
+            let _ = writeln!(
+                out,
+                "    after-stage wait {}s: {}",
+                w.wait_duration_in_seconds,
+                node(&w.status)
+            );
+        }
+    }
+    let sm = &r.summary;
+    let _ = writeln!(
+        out,
+        "\nSummary: {:?}; started {}, finished {}, makespan {}; members: {} completed, {} failed, {} skipped, {} pending",
+        sm.state,
+        sm.started_at.map(fmt_time).unwrap_or_else(|| "-".into()),
+        sm.finished_at.map(fmt_time).unwrap_or_else(|| "-".into()),
+        sm.makespan_seconds.map(duration).unwrap_or_else(|| "-".into()),
+        sm.members_completed,
+        sm.members_failed,
+        sm.members_skipped,
+        sm.members_pending
+    );
+    out
+}
+
+fn timeline_line(e: &Event) -> String {
+    let mut path: Vec<&str> = Vec::new();
+    for p in [&e.stage, &e.group, &e.member].into_iter().flatten() {
+        path.push(p);
+    }
+    let mut line = format!(
+        "{}  {:<24}{}",
+        fmt_time(e.at),
+        format!("{:?}", e.kind),
+        path.join("/")
+    );
+    if let (Some(t), Some(g)) = (e.gate_type, e.timing) {
+        let _ = write!(line, "  {t:?} gate ({g:?})");
+    }
+    if let Some(v) = &e.kubernetes_version {
+        let _ = write!(line, "  kubernetes {v}");
+    }
+    for p in &e.node_images {
+        let _ = write!(line, "  {}={}", p.node_pool, p.image_version);
+    }
+    if let Some(r) = e.reason {
+        let _ = write!(line, "  {r:?}");
+    }
+    if let Some(u) = e.until {
+        let _ = write!(line, " until {}", fmt_time(u));
+    }
+    if let Some(err) = &e.error {
+        let _ = write!(line, "  {}: {}", err.code, err.message);
+    }
+    if let Some(a) = &e.action {
+        let _ = write!(line, "  {a}");
+    }
+    line
+}
+
+fn node(n: &NodeStatus) -> String {
+    let mut s = format!("{:?}", n.state);
+    match (n.start_time, n.completed_time) {
+        (Some(a), Some(b)) => {
+            let _ = write!(s, " {} → {}", fmt_time(a), fmt_time(b));
+        }
+        (Some(a), None) => {
+            let _ = write!(s, " since {}", fmt_time(a));
+        }
+        _ => {}
+    }
+    if let Some(e) = &n.error {
+        if !matches!(n.state, crate::state::State::Failed) || e.code != "UpgradeFailed" {
+            let _ = write!(s, " [{}: {}]", e.code, e.message);
+        }
+    }
+    s
+}
+
+fn gates(out: &mut String, indent: &str, gs: &[GateStatus]) {
+    for g in gs {
+        let _ = write!(
+            out,
+            "{indent}{:?} gate {:?}{}: {}",
+            g.timing,
+            g.gate_type,
+            g.display_name
+                .as_ref()
+                .map(|d| format!(" \"{d}\""))
+                .unwrap_or_default(),
+            node(&g.status)
+        );
+        if let Some(t) = g.absolute_start_time {
+            let _ = write!(out, " (opens {})", fmt_time(t));
+        }
+        if let Some(b) = &g.completed_by {
+            let _ = write!(out, " by {b}");
+        }
+        out.push('\n');
+    }
+}
+
+fn waiting(w: &crate::state::WaitingOn) -> String {
+    let mut s = format!("{:?}", w.reason);
+    if let Some(u) = w.until {
+        let _ = write!(s, " until {}", fmt_time(u));
+    }
+    if let Some(m) = &w.message {
+        let _ = write!(s, " ({m})");
+    }
+    s
+}
+
+fn duration(secs: i64) -> String {
+    let (d, h, m, s) = (
+        secs / 86400,
+        secs % 86400 / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+    );
+    let mut out = String::new();
+    if d > 0 {
+        let _ = write!(out, "{d}d");
+    }
+    if h > 0 || d > 0 {
+        let _ = write!(out, "{h}h");
+    }
+    let _ = write!(out, "{m}m");
+    if s > 0 {
+        let _ = write!(out, "{s}s");
+    }
+    out
+}

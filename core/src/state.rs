@@ -1,0 +1,218 @@
+//! The one state enum used at every level, and the status tree a run reports (spec section 3).
+
+use crate::event::Reason;
+use crate::model::{GateTiming, GateType, Timestamp};
+use crate::plan::PoolImage;
+use serde::{Deserialize, Serialize};
+
+/// Run, stage, group, member, after-stage wait and gate state.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum State {
+    /// Not reached yet.
+    #[default]
+    NotStarted,
+    /// In progress.
+    Running,
+    /// Stop requested; in-flight upgrades finishing.
+    Stopping,
+    /// Stopped by a user; resumable.
+    Stopped,
+    /// Skipped by a user or nothing to do.
+    Skipped,
+    /// Failed.
+    Failed,
+    /// Waiting on something outside the run's control (window, gate, availability...).
+    Pending,
+    /// Done (not necessarily all succeeded).
+    Completed,
+}
+
+impl State {
+    /// Completed, Failed or Skipped.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Completed | State::Failed | State::Skipped)
+    }
+}
+
+/// `{code, message}` on a status node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusError {
+    /// Stable code, e.g. `UpgradeFailed`, `MinorVersionSkip`, `FailureThresholdExceeded`.
+    pub code: String,
+    /// Explanation.
+    pub message: String,
+}
+
+/// `{state, startTime, completedTime, error}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// State.
+    pub state: State,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Timestamp>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_time: Option<Timestamp>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StatusError>,
+}
+
+/// What a waiting node waits on, and until when if known.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingOn {
+    /// What it waits on.
+    pub reason: Reason,
+    /// Until when, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+    /// Details for humans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A gate in the status tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateStatus {
+    /// Id once the run reaches the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_id: Option<String>,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Approval or ScheduledStart.
+    pub gate_type: GateType,
+    /// Before or After.
+    pub timing: GateTiming,
+    /// State.
+    pub status: NodeStatus,
+    /// ScheduledStart: when it opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absolute_start_time: Option<Timestamp>,
+    /// Who completed it (audit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_by: Option<String>,
+}
+
+/// `afterStageWaitStatus`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitStatus {
+    /// State.
+    pub status: NodeStatus,
+    /// Configured duration.
+    pub wait_duration_in_seconds: u64,
+}
+
+/// A member in the status tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// Member name.
+    pub name: String,
+    /// State.
+    pub status: NodeStatus,
+    /// Notes: pending reason, skip reason, pools left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The cluster operation, once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    /// Target control plane, once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    /// Target images, once started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_images: Vec<PoolImage>,
+    /// What it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<WaitingOn>,
+}
+
+/// A group in the status tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    /// Group name.
+    pub name: String,
+    /// State.
+    pub status: NodeStatus,
+    /// Failed members.
+    pub failure_count: u32,
+    /// Resolved concurrency (clamped to the stage's).
+    pub max_concurrency: u32,
+    /// Resolved failure threshold.
+    pub max_allowed_failures: u32,
+    /// Before-gates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before_gates: Vec<GateStatus>,
+    /// After-gates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_gates: Vec<GateStatus>,
+    /// Members in processing order.
+    pub members: Vec<MemberStatus>,
+    /// What it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<WaitingOn>,
+}
+
+/// A stage in the status tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+    /// Stage name.
+    pub name: String,
+    /// State.
+    pub status: NodeStatus,
+    /// Failed members in the stage.
+    pub failure_count: u32,
+    /// Resolved concurrency.
+    pub max_concurrency: u32,
+    /// Resolved failure threshold.
+    pub max_allowed_failures: u32,
+    /// Before-gates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before_gates: Vec<GateStatus>,
+    /// After-gates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_gates: Vec<GateStatus>,
+    /// The after-stage wait.
+    pub after_stage_wait_status: WaitStatus,
+    /// Groups.
+    pub groups: Vec<GroupStatus>,
+    /// What it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<WaitingOn>,
+}
+
+/// `nodeImageSelection` in status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeImageSelectionStatus {
+    /// The images selected (Consistent).
+    pub selected_node_image_versions: Vec<String>,
+}
+
+/// The status of an update run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// State of the run.
+    pub status: NodeStatus,
+    /// Failed members in the run.
+    pub failure_count: u32,
+    /// Consistent selection, visible before start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_image_selection: Option<NodeImageSelectionStatus>,
+    /// Stages.
+    pub stages: Vec<StageStatus>,
+    /// What it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<WaitingOn>,
+}

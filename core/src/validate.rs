@@ -1,0 +1,385 @@
+//! Validation of members, strategies and run specs. Every error names the field path and the rule.
+
+use crate::error::{Error, Errors};
+use crate::limits::{Limit, MAX_STAGE_CONCURRENCY};
+use crate::model::{
+    GateConfig, GateType, Member, NodeImageSelectionType, UpdateRunSpec, UpdateStrategy,
+    UpgradeType,
+};
+use crate::selector::{validate_label_key, validate_label_value, LabelSelector};
+use crate::version::{image_family, validate_image_version, KubeVersion};
+use crate::window::{parse_hh_mm, parse_utc_offset};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most groups a stage may have.
+pub const MAX_GROUPS_PER_STAGE: usize = 50;
+/// Longest label selector.
+pub const MAX_SELECTOR_LEN: usize = 512;
+/// Longest after-stage wait (decision: one week).
+pub const MAX_AFTER_STAGE_WAIT_SECONDS: u64 = 7 * 24 * 3600;
+/// Label prefix reserved for labels the system adds.
+pub const SYSTEM_LABEL_PREFIX: &str = "waverun.dev/";
+
+/// Checks a resource name: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, 1–50 characters.
+pub fn check_name(path: &str, name: &str, errors: &mut Errors) {
+    if let Err(rule) = name_rule(name) {
+        errors.push(path, format!("\"{name}\" {rule}"));
+    }
+}
+
+fn name_rule(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty; a name needs 1 to 50 characters");
+    }
+    if name.len() > 50 {
+        return Err("is longer than 50 characters");
+    }
+    let b = name.as_bytes();
+    let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !ok(b[0]) || !ok(b[b.len() - 1]) || !b.iter().all(|c| ok(*c) || *c == b'-') {
+        return Err("must match ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ (lowercase letters, digits and '-', starting and ending with a letter or digit)");
+    }
+    Ok(())
+}
+
+/// Validates a member. `path` prefixes every field path (e.g. `members[3]`).
+pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
+    check_name(&join(path, "name"), &m.name, errors);
+    if let Some(g) = &m.group {
+        check_name(&join(path, "group"), g, errors);
+    }
+    for (k, v) in &m.labels {
+        let p = format!("{}[{k}]", join(path, "labels"));
+        if let Err(e) = validate_label_key(k) {
+            errors.push(&p, e);
+        } else if k.starts_with(SYSTEM_LABEL_PREFIX) {
+            errors.push(
+                &p,
+                format!("labels with the prefix {SYSTEM_LABEL_PREFIX} are added by waverun and cannot be set"),
+            );
+        }
+        if let Err(e) = validate_label_value(v) {
+            errors.push(&p, e);
+        }
+    }
+    if m.region.trim().is_empty() {
+        errors.push(join(path, "region"), "is required");
+    } else if let Err(e) = validate_label_value(&m.region) {
+        errors.push(
+            join(path, "region"),
+            format!("must be usable as a label value: {e}"),
+        );
+    }
+    if let Err(e) = KubeVersion::parse(&m.kubernetes_version) {
+        errors.push(join(path, "kubernetesVersion"), e);
+    }
+    let mut pools = BTreeSet::new();
+    for (i, pool) in m.node_pools.iter().enumerate() {
+        let p = format!("{}[{i}]", join(path, "nodePools"));
+        if pool.name.is_empty() {
+            errors.push(format!("{p}.name"), "is required");
+        } else if !pools.insert(pool.name.as_str()) {
+            errors.push(
+                format!("{p}.name"),
+                format!("\"{}\" is used by two pools of this member", pool.name),
+            );
+        }
+        if let Err(e) = validate_image_version(&pool.image_version) {
+            errors.push(format!("{p}.imageVersion"), e);
+        }
+    }
+    if let Some(w) = &m.maintenance.kubernetes {
+        w.validate(&join(path, "maintenance.kubernetes"), errors);
+    }
+    if let Some(w) = &m.maintenance.node_os {
+        w.validate(&join(path, "maintenance.nodeOS"), errors);
+    }
+    if let Some(p) = &m.provider {
+        if p.name.trim().is_empty() {
+            errors.push(join(path, "provider.name"), "is required");
+        }
+    }
+}
+
+/// Validates a strategy on its own (no members needed).
+pub fn validate_strategy(path: &str, s: &UpdateStrategy, errors: &mut Errors) {
+    if s.stages.is_empty() {
+        errors.push(join(path, "stages"), "needs at least one stage");
+    }
+    let mut stage_names = BTreeMap::new();
+    let mut group_names: BTreeMap<&str, String> = BTreeMap::new();
+    for (si, stage) in s.stages.iter().enumerate() {
+        let sp = format!("{}[{si}]", join(path, "stages"));
+        check_name(&format!("{sp}.name"), &stage.name, errors);
+        if let Some(prev) = stage_names.insert(stage.name.as_str(), si) {
+            errors.push(
+                format!("{sp}.name"),
+                format!("\"{}\" is already the name of stages[{prev}]", stage.name),
+            );
+        }
+        if stage.groups.is_empty() && stage.member_selector.is_none() {
+            errors.push(&sp, "a stage needs groups, a memberSelector, or both");
+        }
+        if stage.groups.len() > MAX_GROUPS_PER_STAGE {
+            errors.push(
+                format!("{sp}.groups"),
+                format!(
+                    "has {} groups; a stage has at most {MAX_GROUPS_PER_STAGE}",
+                    stage.groups.len()
+                ),
+            );
+        }
+        if let Some(sel) = &stage.member_selector {
+            check_selector(
+                &format!("{sp}.memberSelector.byLabel"),
+                &sel.by_label,
+                errors,
+            );
+        }
+        if let Some(w) = stage.after_stage_wait_in_seconds {
+            if w > MAX_AFTER_STAGE_WAIT_SECONDS {
+                errors.push(
+                    format!("{sp}.afterStageWaitInSeconds"),
+                    format!("{w} is above the maximum of {MAX_AFTER_STAGE_WAIT_SECONDS} (7 days)"),
+                );
+            }
+        }
+        if let Some(mc) = &stage.max_concurrency {
+            match Limit::parse_concurrency(mc) {
+                Err(e) => errors.push(format!("{sp}.maxConcurrency"), e),
+                Ok(Limit::Count(n)) if n > MAX_STAGE_CONCURRENCY => errors.push(
+                    format!("{sp}.maxConcurrency"),
+                    format!("\"{mc}\" is above the stage maximum of {MAX_STAGE_CONCURRENCY}"),
+                ),
+                Ok(_) => {}
+            }
+        }
+        if let Some(f) = &stage.max_allowed_failures {
+            if let Err(e) = Limit::parse_failures(f) {
+                errors.push(format!("{sp}.maxAllowedFailures"), e);
+            }
+        }
+        check_gates(
+            &format!("{sp}.beforeGates"),
+            &stage.before_gates,
+            true,
+            errors,
+        );
+        check_gates(
+            &format!("{sp}.afterGates"),
+            &stage.after_gates,
+            false,
+            errors,
+        );
+        for (gi, group) in stage.groups.iter().enumerate() {
+            let gp = format!("{sp}.groups[{gi}]");
+            check_name(&format!("{gp}.name"), &group.name, errors);
+            if let Some(prev) = group_names.insert(group.name.as_str(), gp.clone()) {
+                errors.push(
+                    format!("{gp}.name"),
+                    format!(
+                        "\"{}\" is already the name of {prev}; group names are unique across the strategy",
+                        group.name
+                    ),
+                );
+            }
+            if let Some(sel) = &group.member_selector {
+                check_selector(
+                    &format!("{gp}.memberSelector.byLabel"),
+                    &sel.by_label,
+                    errors,
+                );
+            }
+            if let Some(mc) = &group.max_concurrency {
+                if let Err(e) = Limit::parse_concurrency(mc) {
+                    errors.push(format!("{gp}.maxConcurrency"), e);
+                }
+            }
+            if let Some(f) = &group.max_allowed_failures {
+                if let Err(e) = Limit::parse_failures(f) {
+                    errors.push(format!("{gp}.maxAllowedFailures"), e);
+                }
+            }
+            check_gates(
+                &format!("{gp}.beforeGates"),
+                &group.before_gates,
+                true,
+                errors,
+            );
+            check_gates(
+                &format!("{gp}.afterGates"),
+                &group.after_gates,
+                false,
+                errors,
+            );
+        }
+    }
+    // A stage without groups forms an implicit group named after the stage; it must not collide.
+    for (si, stage) in s.stages.iter().enumerate() {
+        if stage.groups.is_empty() {
+            if let Some(other) = group_names.get(stage.name.as_str()) {
+                errors.push(
+                    format!("{}[{si}].name", join(path, "stages")),
+                    format!(
+                        "\"{}\" names this stage's implicit group and is also the name of {other}",
+                        stage.name
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn check_selector(path: &str, sel: &str, errors: &mut Errors) {
+    if sel.len() > MAX_SELECTOR_LEN {
+        errors.push(
+            path,
+            format!(
+                "is {} characters long; at most {MAX_SELECTOR_LEN}",
+                sel.len()
+            ),
+        );
+        return;
+    }
+    if let Err(e) = LabelSelector::parse(sel) {
+        errors.push(path, e);
+    }
+}
+
+fn check_gates(path: &str, gates: &[GateConfig], before: bool, errors: &mut Errors) {
+    for (i, g) in gates.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        if let Some(d) = &g.display_name {
+            if d.chars().count() > 100 {
+                errors.push(format!("{p}.displayName"), "is longer than 100 characters");
+            }
+        }
+        match (g.gate_type, &g.scheduled_start_configuration) {
+            (GateType::Approval, Some(_)) => errors.push(
+                format!("{p}.scheduledStartConfiguration"),
+                "is only allowed on a ScheduledStart gate",
+            ),
+            (GateType::ScheduledStart, None) => errors.push(
+                format!("{p}.scheduledStartConfiguration"),
+                "is required for a ScheduledStart gate",
+            ),
+            (GateType::ScheduledStart, Some(c)) => {
+                if !before {
+                    errors.push(
+                        format!("{p}.type"),
+                        "a ScheduledStart gate may only be a before gate",
+                    );
+                }
+                if let Err(e) = parse_hh_mm(&c.start_time) {
+                    errors.push(format!("{p}.scheduledStartConfiguration.startTime"), e);
+                }
+                if let Some(o) = &c.utc_offset {
+                    if let Err(e) = parse_utc_offset(o) {
+                        errors.push(format!("{p}.scheduledStartConfiguration.utcOffset"), e);
+                    }
+                }
+            }
+            (GateType::Approval, None) => {}
+        }
+    }
+}
+
+/// Validates a run spec on its own.
+pub fn validate_run_spec(path: &str, r: &UpdateRunSpec, errors: &mut Errors) {
+    check_name(&join(path, "name"), &r.name, errors);
+    match (&r.strategy, &r.update_strategy_name) {
+        (Some(_), Some(_)) => errors.push(
+            join(path, "updateStrategyName"),
+            "a run takes an inline strategy or updateStrategyName, not both",
+        ),
+        (Some(s), None) => validate_strategy(&join(path, "strategy"), s, errors),
+        (None, Some(n)) => check_name(&join(path, "updateStrategyName"), n, errors),
+        (None, None) => {}
+    }
+    let up = &r.managed_cluster_update.upgrade;
+    let vpath = join(path, "managedClusterUpdate.upgrade.kubernetesVersion");
+    match (up.upgrade_type, &up.kubernetes_version) {
+        (UpgradeType::NodeImageOnly, Some(_)) => {
+            errors.push(vpath, "is not allowed for a NodeImageOnly upgrade")
+        }
+        (UpgradeType::Full | UpgradeType::ControlPlaneOnly, None) => errors.push(
+            vpath,
+            format!("is required for a {:?} upgrade", up.upgrade_type),
+        ),
+        (_, Some(v)) => {
+            if let Err(e) = KubeVersion::parse(v) {
+                errors.push(vpath, e);
+            }
+        }
+        _ => {}
+    }
+    let sel = &r.managed_cluster_update.node_image_selection;
+    let cpath = join(
+        path,
+        "managedClusterUpdate.nodeImageSelection.customNodeImageVersions",
+    );
+    match sel.selection_type {
+        NodeImageSelectionType::Custom => {
+            if sel.custom_node_image_versions.is_empty() {
+                errors.push(&cpath, "Custom selection needs at least one version");
+            }
+            let mut families = BTreeMap::new();
+            for (i, v) in sel.custom_node_image_versions.iter().enumerate() {
+                let p = format!("{cpath}[{i}].version");
+                if let Err(e) = validate_image_version(&v.version) {
+                    errors.push(p, e);
+                } else if let Some(f) = image_family(&v.version) {
+                    if let Some(prev) = families.insert(f, i) {
+                        errors.push(
+                            p,
+                            format!("family {f} already has a version at [{prev}]; at most one per image family"),
+                        );
+                    }
+                }
+            }
+        }
+        _ => {
+            if !sel.custom_node_image_versions.is_empty() {
+                errors.push(cpath, "is only allowed with nodeImageSelection.type Custom");
+            }
+        }
+    }
+    if up.upgrade_type == UpgradeType::ControlPlaneOnly
+        && sel.selection_type != NodeImageSelectionType::Latest
+    {
+        errors.push(
+            join(path, "managedClusterUpdate.nodeImageSelection.type"),
+            "a ControlPlaneOnly upgrade changes no node image; leave the selection at Latest",
+        );
+    }
+}
+
+/// Joins a path prefix and a field.
+pub fn join(prefix: &str, field: &str) -> String {
+    if prefix.is_empty() {
+        field.to_string()
+    } else {
+        format!("{prefix}.{field}")
+    }
+}
+
+/// Validates a strategy and returns it as an [`Error`] if anything is wrong.
+pub fn strategy(s: &UpdateStrategy) -> Result<(), Error> {
+    let mut e = Errors::default();
+    validate_strategy("", s, &mut e);
+    e.into_result()
+}
+
+/// Validates a member and returns it as an [`Error`] if anything is wrong.
+pub fn member(m: &Member) -> Result<(), Error> {
+    let mut e = Errors::default();
+    validate_member("", m, &mut e);
+    e.into_result()
+}
+
+/// Validates a run spec and returns it as an [`Error`] if anything is wrong.
+pub fn run_spec(r: &UpdateRunSpec) -> Result<(), Error> {
+    let mut e = Errors::default();
+    validate_run_spec("", r, &mut e);
+    e.into_result()
+}

@@ -1,0 +1,191 @@
+//! `waverun`: plan, validate and simulate fleet upgrade runs.
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use waverun_core::sim::{render_text, simulate};
+use waverun_core::{Engine, Input};
+use waverun_host::{load_document, load_scenario, Document};
+
+#[derive(Parser)]
+#[command(
+    name = "waverun",
+    version,
+    about = "Fleet-wide Kubernetes upgrade orchestration: plan, validate and simulate update runs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a scenario through the engine on a virtual clock and print the timeline, the final
+    /// status tree and a summary.
+    Simulate {
+        /// Scenario file (YAML, or JSON by extension).
+        file: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Format,
+    },
+    /// Check a strategy or a scenario: prints "valid" or every error with its field path.
+    Validate {
+        /// Strategy or scenario file.
+        file: PathBuf,
+    },
+    /// Show the plan of a scenario's run at the scenario's start: members per stage and group,
+    /// unassigned members, resolved limits, gates needing a human, selected images.
+    Plan {
+        /// Scenario file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Format,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Cmd::Simulate { file, output } => {
+            let scenario = load_scenario(&file).map_err(anyhow::Error::msg)?;
+            let report = simulate(&scenario)?;
+            match output {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+                Format::Text => print!("{}", render_text(&report)),
+            }
+        }
+        Cmd::Validate { file } => match load_document(&file).map_err(anyhow::Error::msg)? {
+            Document::Scenario(s) => {
+                s.validate()?;
+                // The engine checks what only the whole fleet shows (a member in two groups).
+                let mut sim = waverun_core::sim::Simulation::new(&s)?;
+                let _ = &mut sim;
+                sim.engine().plan(&s.run.name)?;
+                println!("valid");
+            }
+            Document::Strategy(st) => {
+                waverun_core::validate::strategy(&st)?;
+                println!("valid");
+            }
+        },
+        Cmd::Plan { file, output } => {
+            let scenario = load_scenario(&file).map_err(anyhow::Error::msg)?;
+            scenario.validate()?;
+            let mut engine = Engine::new(scenario.start);
+            for (path, cmd) in scenario.setup_commands() {
+                if let Err(e) = engine.handle_input(scenario.start, Input::Command(cmd)) {
+                    bail!("{path}: {e}");
+                }
+            }
+            let plan = engine.plan(&scenario.run.name)?;
+            match output {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
+                Format::Text => print!("{}", render_plan(&plan)),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn render_plan(p: &waverun_core::plan::Plan) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Plan of run {}: {} members to upgrade, {} to skip",
+        p.run, p.members_to_upgrade, p.members_to_skip
+    );
+    if !p.selected_node_image_versions.is_empty() {
+        let _ = writeln!(
+            out,
+            "Selected node images (Consistent): {}",
+            p.selected_node_image_versions.join(", ")
+        );
+    }
+    for s in &p.stages {
+        let _ = writeln!(
+            out,
+            "stage {}  [maxConcurrency {}, maxAllowedFailures {}, after-stage wait {}s]",
+            s.name, s.max_concurrency, s.max_allowed_failures, s.after_stage_wait_in_seconds
+        );
+        for g in &s.groups {
+            let _ = writeln!(
+                out,
+                "  group {}  [maxConcurrency {}, maxAllowedFailures {}] {} members",
+                g.name,
+                g.max_concurrency,
+                g.max_allowed_failures,
+                g.members.len()
+            );
+            for m in &g.members {
+                let mut line = format!("    {} ({}): {}", m.name, m.region, m.action);
+                if let Some(v) = &m.kubernetes_version {
+                    let _ = write!(line, " kubernetes {v}");
+                }
+                for i in &m.node_images {
+                    let _ = write!(line, " {}={}", i.node_pool, i.image_version);
+                }
+                if let Some(msg) = &m.message {
+                    let _ = write!(line, "  ({msg})");
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    let human: Vec<_> = p.gates.iter().filter(|g| g.needs_human).collect();
+    if !human.is_empty() {
+        let _ = writeln!(out, "Gates needing a human:");
+        for g in human {
+            let _ = writeln!(
+                out,
+                "  {:?} {}{}{}",
+                g.timing,
+                g.stage,
+                g.group
+                    .as_ref()
+                    .map(|x| format!("/{x}"))
+                    .unwrap_or_default(),
+                g.display_name
+                    .as_ref()
+                    .map(|d| format!(" \"{d}\""))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    if !p.will_fail.is_empty() {
+        let _ = writeln!(
+            out,
+            "Will fail without a cluster call (minor version skip): {}",
+            p.will_fail.join(", ")
+        );
+    }
+    if p.unassigned.is_empty() {
+        let _ = writeln!(out, "Unassigned members: none");
+    } else {
+        let _ = writeln!(
+            out,
+            "Unassigned members (not in the run): {}",
+            p.unassigned.join(", ")
+        );
+    }
+    out
+}
