@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// An input: what a user asks, what the world reports, or that time has passed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[allow(clippy::large_enum_variant)] // inputs are transient; boxing would only burden callers
 pub enum Input {
     /// An operator / API command.
     Command(Command),
@@ -44,6 +45,7 @@ pub enum Input {
 /// Operator / API commands. Each is validated; a refused command changes nothing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "type")]
+#[allow(clippy::large_enum_variant)] // commands are transient; boxing would only burden callers
 pub enum Command {
     /// Create or replace a member.
     UpsertMember {
