@@ -55,11 +55,13 @@ pub fn render_text(r: &SimulationReport) -> String {
             }
             gates(&mut out, "      ", &g.before_gates);
             for m in &g.members {
-                let mut line = format!("      {}: {}", m.name, node(&m.status));
-                if let Some(msg) = &m.message {
+                let mut plain = m.status.clone();
+                let error = plain.error.take();
+                let mut line = format!("      {}: {}", m.name, node(&plain));
+                if let Some(msg) = m.message.as_ref().filter(|msg| error.as_ref().is_none_or(|e| &e.message != *msg)) {
                     let _ = write!(line, "  ({msg})");
                 }
-                if let Some(e) = &m.status.error {
+                if let Some(e) = &error {
                     let _ = write!(line, "  error {}: {}", e.code, e.message);
                 }
                 let _ = writeln!(out, "{line}");
@@ -103,7 +105,9 @@ fn timeline_line(e: &Event) -> String {
         fmt_time(e.at),
         format!("{:?}", e.kind),
         path.join("/")
-    );
+    )
+    .trim_end()
+    .to_string();
     if let (Some(t), Some(g)) = (e.gate_type, e.timing) {
         let _ = write!(line, "  {t:?} gate ({g:?})");
     }
@@ -140,9 +144,7 @@ fn node(n: &NodeStatus) -> String {
         _ => {}
     }
     if let Some(e) = &n.error {
-        if !matches!(n.state, crate::state::State::Failed) || e.code != "UpgradeFailed" {
-            let _ = write!(s, " [{}: {}]", e.code, e.message);
-        }
+        let _ = write!(s, " [{}: {}]", e.code, e.message);
     }
     s
 }

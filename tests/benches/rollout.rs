@@ -1,0 +1,593 @@
+//! Rollout benchmark: a plain `main` (no harness) timing the engine at fleet scale.
+//!
+//! ```text
+//! cargo bench -p waverun-tests --bench rollout            # full run (a few minutes at most)
+//! cargo bench -p waverun-tests --bench rollout -- --quick # CI smoke: small sizes, one repetition
+//! ```
+//!
+//! Sections:
+//! - (a) a full simulated rollout (`waverun_core::sim::simulate`'s three parts) of a 10,000-member
+//!   fleet through 20 stages × 50 groups of 10: wall time (median after a warm-up), engine
+//!   events and inputs, time per event;
+//! - (b) the latency of every engine input (`Engine::handle_input` + draining its outputs) over
+//!   the same rollout, driven directly the way the simulator drives the engine;
+//! - (c) the same rollout at 1,000, 10,000 and 20,000 members (per-event cost must stay flat);
+//! - (d) `plan` of 10,000 members against 1,000 label-selector groups.
+//!
+//! Peak RSS per section is read from `/proc/self/status` (VmHWM, reset through
+//! `/proc/self/clear_refs` before each section; "n/a" where that is not available).
+//!
+//! Targets (issue): rollout ≤ 1 s, per-event p50 ≤ 5 µs, plan ≤ 50 ms. This binary only
+//! reports; it asserts correctness (every member Completed, driver and simulator agree), never
+//! timings.
+
+use serde_json::{json, Value};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use waverun_core::catalog::Catalog;
+use waverun_core::sim::{Scenario, SimulatedFleet, Simulation};
+use waverun_core::{
+    Command, Engine, EventKind, GateSelector, GateType, HostCommand, Input, Member, Output, State,
+    Timestamp,
+};
+
+const START: &str = "2026-12-07T00:00:00Z";
+const REGIONS: [&str; 4] = ["eastus", "westus", "northeurope", "westeurope"];
+const TIERS: [&str; 2] = ["web", "api"];
+
+/// A fleet shape: `stages` × `groups` groups of `per_group` members.
+#[derive(Clone, Copy)]
+struct Shape {
+    stages: usize,
+    groups: usize,
+    per_group: usize,
+}
+
+impl Shape {
+    fn members(&self) -> usize {
+        self.stages * self.groups * self.per_group
+    }
+    fn label(&self) -> String {
+        format!(
+            "{} members = {} stages x {} groups x {}",
+            self.members(),
+            self.stages,
+            self.groups,
+            self.per_group
+        )
+    }
+}
+
+/// How groups pick their members.
+#[derive(Clone, Copy, PartialEq)]
+enum Grouping {
+    /// Even stages by group name, odd stages by label selector.
+    Mixed,
+    /// Every group by label selector (`ring=rSS,cell=cGG,tier in (web,api)`).
+    Selectors,
+}
+
+fn selector(s: usize, g: usize) -> String {
+    format!("ring=r{s:02},cell=c{g:02},tier in (web,api)")
+}
+
+/// The benchmark scenario: members `m000000..`, member `i` in stage `i / (groups * per_group)`,
+/// group `(i / per_group) % groups`; labels `ring`, `cell`, `tier`; four regions; one pool.
+/// Full upgrade 1.30.4 → 1.31.2 with `Latest` images (one newer image released everywhere),
+/// stage concurrency 50 (binding: 50 groups × 2 want 100), group concurrency 2, one auto-approved
+/// Approval gate before each stage; upgrades take 30 min plus seeded jitter of up to 10 min.
+fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
+    let per_stage = shape.groups * shape.per_group;
+    let members: Vec<Value> = (0..shape.members())
+        .map(|i| {
+            let (s, g) = (i / per_stage, (i / shape.per_group) % shape.groups);
+            json!({
+                "name": format!("m{i:06}"),
+                "group": format!("s{s:02}-g{g:02}"),
+                "labels": {"ring": format!("r{s:02}"), "cell": format!("c{g:02}"), "tier": TIERS[i % 2]},
+                "region": REGIONS[i % REGIONS.len()],
+                "kubernetesVersion": "1.30.4",
+                "nodePools": [{"name": "system", "osType": "Linux",
+                               "imageVersion": "AKSUbuntu-2204gen2containerd-202411.03.0"}],
+                "behavior": {"upgradeMinutes": 30, "jitterMinutes": 10},
+            })
+        })
+        .collect();
+    let stages: Vec<Value> = (0..shape.stages)
+        .map(|s| {
+            let groups: Vec<Value> = (0..shape.groups)
+                .map(|g| {
+                    let mut group = json!({"name": format!("s{s:02}-g{g:02}"), "maxConcurrency": "2"});
+                    if grouping == Grouping::Selectors || s % 2 == 1 {
+                        group["memberSelector"] = json!({"byLabel": selector(s, g)});
+                    }
+                    group
+                })
+                .collect();
+            json!({
+                "name": format!("stage-{s:02}"),
+                "maxConcurrency": "50",
+                "beforeGates": [{"type": "Approval", "displayName": format!("stage {s} sign-off")}],
+                "groups": groups,
+            })
+        })
+        .collect();
+    let everywhere = json!({"*": START});
+    let v = json!({
+        "start": START,
+        "autoApprove": true,
+        "seed": 7,
+        "members": members,
+        "releases": {
+            "kubernetes": [{"version": "1.31.2", "available": everywhere}],
+            "nodeImages": [
+                {"version": "AKSUbuntu-2204gen2containerd-202411.03.0", "available": everywhere},
+                {"version": "AKSUbuntu-2204gen2containerd-202412.01.0", "available": everywhere},
+            ],
+        },
+        "strategy": {"stages": stages},
+        "run": {"name": "bench", "managedClusterUpdate": {
+            "upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"},
+            "nodeImageSelection": {"type": "Latest"},
+        }},
+        "actions": [{"at": START, "do": "start"}],
+    });
+    Scenario::from_json(&v.to_string()).expect("benchmark scenario is valid")
+}
+
+// ------------------------------------------------------------------ measurements
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.2} µs", ns / 1e3)
+}
+
+/// Resets the peak-RSS counter (VmHWM) of this process; false where unsupported.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// VmHWM in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn rss(reset_ok: bool) -> String {
+    match peak_rss_mib() {
+        Some(m) if reset_ok => format!("{m:.0} MiB"),
+        Some(m) => format!("{m:.0} MiB (process peak)"),
+        None => "n/a".into(),
+    }
+}
+
+/// One simulated rollout through `Simulation`, timed in its three parts.
+struct SimTiming {
+    setup: Duration,
+    run: Duration,
+    report: Duration,
+    events: usize,
+    completed: u32,
+}
+
+impl SimTiming {
+    fn total(&self) -> Duration {
+        self.setup + self.run + self.report
+    }
+}
+
+fn simulate_timed(sc: &Scenario) -> SimTiming {
+    let t0 = Instant::now();
+    let mut sim = Simulation::new(sc).expect("valid");
+    let t1 = Instant::now();
+    sim.run_to_end();
+    let t2 = Instant::now();
+    let report = sim.report();
+    let t3 = Instant::now();
+    assert_eq!(report.summary.state, State::Completed, "rollout completes");
+    SimTiming {
+        setup: t1 - t0,
+        run: t2 - t1,
+        report: t3 - t2,
+        events: report.timeline.len(),
+        completed: report.summary.members_completed,
+    }
+}
+
+/// The engine driven directly, exactly as `Simulation::step` drives it, timing each input:
+/// `handle_input` plus draining every output (the outputs are handled after the clock stops).
+struct Driver {
+    engine: Engine,
+    fleet: SimulatedFleet,
+    run: String,
+    now: Timestamp,
+    /// Nanoseconds per input.
+    latencies: Vec<u64>,
+    /// Events per input (same order).
+    events_per_input: Vec<u32>,
+    events: u64,
+    buf: Vec<Output>,
+    start_run_ns: u64,
+}
+
+impl Driver {
+    fn new(sc: &Scenario) -> Driver {
+        let mut engine = Engine::new(sc.start);
+        for (_, cmd) in sc.setup_commands() {
+            engine
+                .handle_input(sc.start, Input::Command(cmd))
+                .expect("setup");
+        }
+        while engine.poll_output().is_some() {}
+        Driver {
+            engine,
+            fleet: SimulatedFleet::new(sc),
+            run: sc.run.name.clone(),
+            now: sc.start,
+            latencies: Vec::with_capacity(4 * sc.members.len()),
+            events_per_input: Vec::with_capacity(4 * sc.members.len()),
+            events: 0,
+            buf: Vec::with_capacity(256),
+            start_run_ns: 0,
+        }
+    }
+
+    /// Feeds one input, timed; then submits upgrades and auto-approves gates like the simulator.
+    fn input(&mut self, input: Input) -> u64 {
+        let t0 = Instant::now();
+        let _ = self.engine.handle_input(self.now, input);
+        while let Some(o) = self.engine.poll_output() {
+            self.buf.push(o);
+        }
+        let ns = t0.elapsed().as_nanos() as u64;
+        self.latencies.push(ns);
+        let mut approvals = Vec::new();
+        let mut events = 0;
+        for o in self.buf.drain(..) {
+            match o {
+                Output::Event(ev) => {
+                    if ev.kind == EventKind::RunCreated {
+                        continue;
+                    }
+                    events += 1;
+                    if ev.kind == EventKind::GateCreated && ev.gate_type == Some(GateType::Approval)
+                    {
+                        approvals.push(ev.gate_id);
+                    }
+                }
+                Output::Command(HostCommand::StartUpgrade(op)) => self.fleet.submit(&op, self.now),
+            }
+        }
+        self.events += events as u64;
+        self.events_per_input.push(events);
+        for id in approvals {
+            self.input(Input::Command(Command::CompleteGate {
+                run: self.run.clone(),
+                gate: GateSelector {
+                    id,
+                    stage: None,
+                    group: None,
+                    timing: None,
+                },
+                by: Some("autoApprove".into()),
+            }));
+        }
+        ns
+    }
+
+    fn run_to_end(&mut self, until: Timestamp) {
+        let mut started = false;
+        loop {
+            let now = self.now;
+            for obs in self.fleet.take_due(now) {
+                self.input(Input::Observation(obs));
+            }
+            if !started {
+                started = true;
+                let name = self.run.clone();
+                self.start_run_ns = self.input(Input::Command(Command::StartRun { name }));
+            }
+            self.input(Input::Timeout);
+            let finished = self.engine.run_state(&self.run).is_some_and(|s| {
+                matches!(
+                    s,
+                    State::Completed | State::Failed | State::Skipped | State::Stopped
+                )
+            }) && self.fleet.idle();
+            if finished {
+                return;
+            }
+            let next = [
+                self.engine.poll_timeout().map(|w| w.at),
+                self.fleet.next_completion(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) if t <= until => self.now = t.max(now),
+                _ => return,
+            }
+        }
+    }
+}
+
+struct DriverStats {
+    inputs: usize,
+    events: u64,
+    sorted: Vec<u64>,
+    /// Latencies of inputs that emitted at least one event, divided by their event count.
+    per_event_sorted: Vec<u64>,
+    busy: Duration,
+    start_run_ns: u64,
+}
+
+fn drive(sc: &Scenario) -> DriverStats {
+    let mut d = Driver::new(sc);
+    d.run_to_end(sc.horizon());
+    assert_eq!(
+        d.engine.run_state(&d.run),
+        Some(State::Completed),
+        "driver run completes"
+    );
+    let busy = Duration::from_nanos(d.latencies.iter().sum());
+    let mut per_event: Vec<u64> = d
+        .latencies
+        .iter()
+        .zip(&d.events_per_input)
+        .filter(|(_, e)| **e > 0)
+        .map(|(ns, e)| ns / *e as u64)
+        .collect();
+    per_event.sort_unstable();
+    let mut sorted = d.latencies.clone();
+    sorted.sort_unstable();
+    DriverStats {
+        inputs: d.latencies.len(),
+        events: d.events,
+        sorted,
+        per_event_sorted: per_event,
+        busy,
+        start_run_ns: d.start_run_ns,
+    }
+}
+
+// ------------------------------------------------------------------ sections
+
+struct Config {
+    quick: bool,
+    reps: usize,
+}
+
+fn section_rollout(cfg: &Config, shape: Shape) {
+    println!("\n(a) full simulated rollout: {}", shape.label());
+    let sc = scenario(shape, Grouping::Mixed);
+    let reset = reset_peak_rss();
+    if !cfg.quick {
+        black_box(simulate_timed(&sc)); // warm-up
+    }
+    let runs: Vec<SimTiming> = (0..cfg.reps).map(|_| simulate_timed(&sc)).collect();
+    let first = &runs[0];
+    assert_eq!(first.completed as usize, shape.members(), "every member Completed");
+    let stats = drive(&sc);
+    assert_eq!(
+        stats.events, first.events as u64,
+        "the bench driver and the simulator see the same events"
+    );
+    let total = median(runs.iter().map(SimTiming::total).collect());
+    let setup = median(runs.iter().map(|r| r.setup).collect());
+    let run = median(runs.iter().map(|r| r.run).collect());
+    let report = median(runs.iter().map(|r| r.report).collect());
+    let ev = first.events as f64;
+    println!("  runs: {} (median; warm-up run excluded)", runs.len());
+    println!("  {:<44} {:>14}", "metric", "value");
+    println!("  {:<44} {:>14}", "total wall time (simulate)", ms(total));
+    println!(
+        "  {:<44} {:>14}",
+        "  setup (Simulation::new: catalog, members, run)",
+        ms(setup)
+    );
+    println!("  {:<44} {:>14}", "  run_to_end", ms(run));
+    println!("  {:<44} {:>14}", "  report (status tree)", ms(report));
+    println!("  {:<44} {:>14}", "engine events (timeline)", first.events);
+    println!("  {:<44} {:>14}", "engine inputs", stats.inputs);
+    println!(
+        "  {:<44} {:>14}",
+        "run_to_end per event",
+        us(run.as_nanos() as f64 / ev)
+    );
+    println!(
+        "  {:<44} {:>14}",
+        "total per event",
+        us(total.as_nanos() as f64 / ev)
+    );
+    println!("  {:<44} {:>14}", "peak RSS", rss(reset));
+
+    println!(
+        "\n(b) per-input latency (handle_input + drain), {} inputs, {} events",
+        stats.inputs, stats.events
+    );
+    let s = &stats.sorted;
+    let pe = &stats.per_event_sorted;
+    println!(
+        "  {:<30} {:>10} {:>10} {:>10} {:>12}",
+        "", "p50", "p90", "p99", "max"
+    );
+    println!(
+        "  {:<30} {:>10} {:>10} {:>10} {:>12}",
+        "per input",
+        us(percentile(s, 0.5) as f64),
+        us(percentile(s, 0.9) as f64),
+        us(percentile(s, 0.99) as f64),
+        us(*s.last().unwrap() as f64)
+    );
+    println!(
+        "  {:<30} {:>10} {:>10} {:>10} {:>12}",
+        "per event (inputs with events)",
+        us(percentile(pe, 0.5) as f64),
+        us(percentile(pe, 0.9) as f64),
+        us(percentile(pe, 0.99) as f64),
+        us(*pe.last().unwrap() as f64)
+    );
+    println!(
+        "  engine busy time {} = {} per event; StartRun input (builds the run tree) {}",
+        ms(stats.busy),
+        us(stats.busy.as_nanos() as f64 / stats.events as f64),
+        us(stats.start_run_ns as f64)
+    );
+}
+
+fn section_scaling(cfg: &Config, shapes: &[Shape]) {
+    println!("\n(c) scaling: the same rollout at several fleet sizes (median of runs)");
+    println!(
+        "  {:<36} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
+        "fleet",
+        "runs",
+        "events",
+        "inputs",
+        "total",
+        "run_to_end",
+        "run/event",
+        "p50 input",
+        "p99 input",
+        "peak RSS"
+    );
+    for &shape in shapes {
+        let sc = scenario(shape, Grouping::Mixed);
+        let reset = reset_peak_rss();
+        let reps = if cfg.quick {
+            1
+        } else if shape.members() > 10_000 {
+            cfg.reps.clamp(5, 5)
+        } else {
+            cfg.reps
+        };
+        if !cfg.quick {
+            black_box(simulate_timed(&sc));
+        }
+        let runs: Vec<SimTiming> = (0..reps).map(|_| simulate_timed(&sc)).collect();
+        let stats = drive(&sc);
+        let total = median(runs.iter().map(SimTiming::total).collect());
+        let run = median(runs.iter().map(|r| r.run).collect());
+        let events = runs[0].events;
+        println!(
+            "  {:<36} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
+            shape.label(),
+            reps,
+            events,
+            stats.inputs,
+            ms(total),
+            ms(run),
+            us(run.as_nanos() as f64 / events as f64),
+            us(percentile(&stats.sorted, 0.5) as f64),
+            us(percentile(&stats.sorted, 0.99) as f64),
+            rss(reset)
+        );
+    }
+}
+
+fn section_plan(cfg: &Config, shape: Shape) {
+    let groups = shape.stages * shape.groups;
+    println!(
+        "\n(d) plan: {} members against {groups} label-selector groups ({} stages x {}, e.g. `{}`)",
+        shape.members(),
+        shape.stages,
+        shape.groups,
+        selector(17 % shape.stages, 3 % shape.groups)
+    );
+    let sc = scenario(shape, Grouping::Selectors);
+    let members: Vec<Member> = sc.members.iter().map(|m| m.member()).collect();
+    let refs: Vec<&Member> = members.iter().collect();
+    let spec = sc.run_spec();
+    let strategy = sc.strategy.clone().expect("strategy");
+    let catalog = Catalog::new(sc.catalog());
+    let reset = reset_peak_rss();
+    let reps = if cfg.quick { 1 } else { cfg.reps.max(9) };
+    let time = |f: &dyn Fn()| -> Duration {
+        if !cfg.quick {
+            f();
+        }
+        median(
+            (0..reps)
+                .map(|_| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed()
+                })
+                .collect(),
+        )
+    };
+    let p = waverun_core::plan::plan(&spec, &strategy, &refs, &catalog, sc.start).expect("plan");
+    assert_eq!(p.members_to_upgrade as usize, shape.members());
+    assert!(p.unassigned.is_empty());
+    let plan_t = time(&|| {
+        black_box(
+            waverun_core::plan::plan(&spec, &strategy, &refs, &catalog, sc.start).expect("plan"),
+        );
+    });
+    let assign_t = time(&|| {
+        black_box(waverun_core::plan::assign(&refs, &strategy).expect("assign"));
+    });
+    // The same through the engine (collects the fleet from the engine first).
+    let mut engine = Engine::new(sc.start);
+    for (_, cmd) in sc.setup_commands() {
+        engine
+            .handle_input(sc.start, Input::Command(cmd))
+            .expect("setup");
+    }
+    let engine_t = time(&|| {
+        black_box(engine.plan(&spec.name).expect("plan"));
+    });
+    println!("  {:<44} {:>14}", "metric (median of runs)", "value");
+    println!("  {:<44} {:>14}", "runs", reps);
+    println!("  {:<44} {:>14}", "plan::plan", ms(plan_t));
+    println!("  {:<44} {:>14}", "  of which plan::assign", ms(assign_t));
+    println!("  {:<44} {:>14}", "Engine::plan", ms(engine_t));
+    println!("  {:<44} {:>14}", "peak RSS", rss(reset));
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; anything else but `--quick` is ignored too.
+    let quick = std::env::args().any(|a| a == "--quick");
+    let cfg = Config {
+        quick,
+        reps: if quick { 1 } else { 7 },
+    };
+    println!(
+        "waverun rollout benchmark ({} mode, {} build)",
+        if quick { "quick" } else { "full" },
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "optimised"
+        }
+    );
+    let shape = |members_per_group, groups| Shape {
+        stages: 20,
+        groups,
+        per_group: members_per_group,
+    };
+    if quick {
+        section_rollout(&cfg, shape(10, 5));
+        section_scaling(&cfg, &[shape(5, 5), shape(10, 5)]);
+        section_plan(&cfg, shape(10, 5));
+    } else {
+        section_rollout(&cfg, shape(10, 50));
+        section_scaling(&cfg, &[shape(10, 5), shape(10, 50), shape(20, 50)]);
+        section_plan(&cfg, shape(10, 50));
+    }
+    println!("\ntargets: rollout <= 1 s, per-event p50 <= 5 µs, plan <= 50 ms (10,000 members)");
+}
