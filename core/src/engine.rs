@@ -2419,10 +2419,13 @@ impl Engine {
         let run = runs.get_mut(name).expect("run");
         let stage_name = run.stages[si].name.clone();
         let g = &mut run.stages[si].groups[gi];
-        if g.node.state.is_terminal() || g.user_skipped {
+        if matches!(g.node.state, State::Completed | State::Skipped) || g.user_skipped {
             return;
         }
+        // Skipping a failed group (of a Failed or Stopped run) lets a resume move past it.
         g.user_skipped = true;
+        g.failed = false;
+        g.node.error = None;
         g.ready_open.clear();
         g.ready_free.clear();
         for m in &mut g.members {
@@ -2470,10 +2473,12 @@ impl Engine {
         let Engine { runs, outputs, .. } = self;
         let run = runs.get_mut(name).expect("run");
         let stage = &mut run.stages[si];
-        if stage.node.state.is_terminal() && stage.node.state != State::Failed {
+        if matches!(stage.node.state, State::Completed | State::Skipped) {
             return;
         }
         stage.user_skipped = true;
+        stage.failed = false;
+        stage.node.error = None;
         let sname = stage.name.clone();
         for (timing, gates) in [
             (GateTiming::Before, &mut stage.before_gates),
@@ -2962,7 +2967,7 @@ fn check_skip(run: &Run, t: &SkipTarget) -> Result<(), Error> {
                 ));
             };
             let st = run.stages[si].groups[gi].node.state;
-            if st.is_terminal() {
+            if matches!(st, State::Completed | State::Skipped) {
                 return refuse(format!("skip target {t}: group \"{n}\" is already {st:?}"));
             }
             Ok(())
@@ -2974,7 +2979,7 @@ fn check_skip(run: &Run, t: &SkipTarget) -> Result<(), Error> {
                     format!("skip target {t}: stage \"{n}\" is not in run \"{rn}\""),
                 ));
             };
-            if s.node.state.is_terminal() {
+            if matches!(s.node.state, State::Completed | State::Skipped) {
                 return refuse(format!(
                     "skip target {t}: stage \"{n}\" is already {:?}",
                     s.node.state

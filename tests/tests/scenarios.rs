@@ -91,7 +91,7 @@ fn stage_of_four_over_groups_of_two_keeps_two_per_group_and_four_in_the_stage() 
     assert_eq!(time(r.summary.finished_at), "2026-12-07T01:30:00Z");
     assert_eq!(
         start_times(&r),
-        vec![
+        pairs(&[
             ("a-1", "2026-12-07T00:00:00Z"),
             ("a-2", "2026-12-07T00:00:00Z"),
             ("a-3", "2026-12-07T00:30:00Z"),
@@ -104,7 +104,7 @@ fn stage_of_four_over_groups_of_two_keeps_two_per_group_and_four_in_the_stage() 
             ("b-4", "2026-12-07T00:30:00Z"),
             ("b-5", "2026-12-07T01:00:00Z"),
             ("b-6", "2026-12-07T01:00:00Z"),
-        ]
+        ])
     );
 }
 
@@ -406,10 +406,10 @@ fn after_stage_wait_approval_and_scheduled_gate_sequence_the_stages() {
             .into_iter()
             .filter(|(m, _)| m.starts_with("prod"))
             .collect::<Vec<_>>(),
-        vec![
+        pairs(&[
             ("prod-1", "2026-12-08T08:00:00Z"),
             ("prod-2", "2026-12-08T08:30:00Z")
-        ]
+        ])
     );
     assert_eq!(r.summary.state, State::Completed);
     assert_eq!(time(r.summary.finished_at), "2026-12-08T09:00:00Z");
@@ -535,12 +535,12 @@ fn members_start_by_window_priority_and_never_outside_their_window() {
     // at 2026-12-09T00:00:00Z.
     assert_eq!(
         start_times(&r),
-        vec![
+        pairs(&[
             ("m-closed", "2026-12-09T00:00:00Z"),
             ("m-none", "2026-12-07T00:30:00Z"),
             ("m-open", "2026-12-07T00:00:00Z"),
             ("m-soon", "2026-12-07T02:00:00Z"),
-        ]
+        ])
     );
     assert_eq!(
         member_names(&r, EventKind::MemberStarted),
@@ -648,7 +648,9 @@ mod helpers {
 
     /// Owned pairs, to compare with [`start_times`].
     pub fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     pub fn pool_images(p: &[PoolImage]) -> Vec<(&str, &str)> {

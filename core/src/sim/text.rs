@@ -58,7 +58,11 @@ pub fn render_text(r: &SimulationReport) -> String {
                 let mut plain = m.status.clone();
                 let error = plain.error.take();
                 let mut line = format!("      {}: {}", m.name, node(&plain));
-                if let Some(msg) = m.message.as_ref().filter(|msg| error.as_ref().is_none_or(|e| &e.message != *msg)) {
+                if let Some(msg) = m
+                    .message
+                    .as_ref()
+                    .filter(|msg| error.as_ref().is_none_or(|e| &e.message != *msg))
+                {
                     let _ = write!(line, "  ({msg})");
                 }
                 if let Some(e) = &error {
