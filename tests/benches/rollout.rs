@@ -97,7 +97,8 @@ fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
         .map(|s| {
             let groups: Vec<Value> = (0..shape.groups)
                 .map(|g| {
-                    let mut group = json!({"name": format!("s{s:02}-g{g:02}"), "maxConcurrency": "2"});
+                    let mut group =
+                        json!({"name": format!("s{s:02}-g{g:02}"), "maxConcurrency": "2"});
                     if grouping == Grouping::Selectors || s % 2 == 1 {
                         group["memberSelector"] = json!({"byLabel": selector(s, g)});
                     }
@@ -381,7 +382,11 @@ fn section_rollout(cfg: &Config, shape: Shape) {
     }
     let runs: Vec<SimTiming> = (0..cfg.reps).map(|_| simulate_timed(&sc)).collect();
     let first = &runs[0];
-    assert_eq!(first.completed as usize, shape.members(), "every member Completed");
+    assert_eq!(
+        first.completed as usize,
+        shape.members(),
+        "every member Completed"
+    );
     let stats = drive(&sc);
     assert_eq!(
         stats.events, first.events as u64,
@@ -393,28 +398,28 @@ fn section_rollout(cfg: &Config, shape: Shape) {
     let report = median(runs.iter().map(|r| r.report).collect());
     let ev = first.events as f64;
     println!("  runs: {} (median; warm-up run excluded)", runs.len());
-    println!("  {:<44} {:>14}", "metric", "value");
-    println!("  {:<44} {:>14}", "total wall time (simulate)", ms(total));
+    println!("  {:<50} {:>14}", "metric", "value");
+    println!("  {:<50} {:>14}", "total wall time (simulate)", ms(total));
     println!(
-        "  {:<44} {:>14}",
+        "  {:<50} {:>14}",
         "  setup (Simulation::new: catalog, members, run)",
         ms(setup)
     );
-    println!("  {:<44} {:>14}", "  run_to_end", ms(run));
-    println!("  {:<44} {:>14}", "  report (status tree)", ms(report));
-    println!("  {:<44} {:>14}", "engine events (timeline)", first.events);
-    println!("  {:<44} {:>14}", "engine inputs", stats.inputs);
+    println!("  {:<50} {:>14}", "  run_to_end", ms(run));
+    println!("  {:<50} {:>14}", "  report (status tree)", ms(report));
+    println!("  {:<50} {:>14}", "engine events (timeline)", first.events);
+    println!("  {:<50} {:>14}", "engine inputs", stats.inputs);
     println!(
-        "  {:<44} {:>14}",
+        "  {:<50} {:>14}",
         "run_to_end per event",
         us(run.as_nanos() as f64 / ev)
     );
     println!(
-        "  {:<44} {:>14}",
+        "  {:<50} {:>14}",
         "total per event",
         us(total.as_nanos() as f64 / ev)
     );
-    println!("  {:<44} {:>14}", "peak RSS", rss(reset));
+    println!("  {:<50} {:>14}", "peak RSS", rss(reset));
 
     println!(
         "\n(b) per-input latency (handle_input + drain), {} inputs, {} events",
@@ -453,7 +458,7 @@ fn section_rollout(cfg: &Config, shape: Shape) {
 fn section_scaling(cfg: &Config, shapes: &[Shape]) {
     println!("\n(c) scaling: the same rollout at several fleet sizes (median of runs)");
     println!(
-        "  {:<36} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
+        "  {:<42} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
         "fleet",
         "runs",
         "events",
@@ -484,7 +489,7 @@ fn section_scaling(cfg: &Config, shapes: &[Shape]) {
         let run = median(runs.iter().map(|r| r.run).collect());
         let events = runs[0].events;
         println!(
-            "  {:<36} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
+            "  {:<42} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
             shape.label(),
             reps,
             events,
@@ -551,12 +556,12 @@ fn section_plan(cfg: &Config, shape: Shape) {
     let engine_t = time(&|| {
         black_box(engine.plan(&spec.name).expect("plan"));
     });
-    println!("  {:<44} {:>14}", "metric (median of runs)", "value");
-    println!("  {:<44} {:>14}", "runs", reps);
-    println!("  {:<44} {:>14}", "plan::plan", ms(plan_t));
-    println!("  {:<44} {:>14}", "  of which plan::assign", ms(assign_t));
-    println!("  {:<44} {:>14}", "Engine::plan", ms(engine_t));
-    println!("  {:<44} {:>14}", "peak RSS", rss(reset));
+    println!("  {:<50} {:>14}", "metric (median of runs)", "value");
+    println!("  {:<50} {:>14}", "runs", reps);
+    println!("  {:<50} {:>14}", "plan::plan", ms(plan_t));
+    println!("  {:<50} {:>14}", "  of which plan::assign", ms(assign_t));
+    println!("  {:<50} {:>14}", "Engine::plan", ms(engine_t));
+    println!("  {:<50} {:>14}", "peak RSS", rss(reset));
 }
 
 fn main() {

@@ -73,10 +73,44 @@ pub fn simulate(scenario: &Scenario) -> Result<SimulationReport, Error> {
     Ok(sim.report())
 }
 
+/// An engine as the simulator drives it: the native [`Engine`], or the same engine behind a
+/// WebAssembly boundary (the plugin in wasmtime, the browser package), so every host can be
+/// checked to make identical decisions.
+pub trait EngineDriver {
+    /// [`Engine::handle_input`].
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error>;
+    /// [`Engine::poll_output`].
+    fn poll_output(&mut self) -> Option<Output>;
+    /// The time of [`Engine::poll_timeout`].
+    fn next_wakeup(&mut self) -> Option<Timestamp>;
+    /// [`Engine::run_state`].
+    fn run_state(&mut self, run: &str) -> Option<State>;
+    /// [`Engine::run_status`].
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error>;
+}
+
+impl EngineDriver for Engine {
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
+        Engine::handle_input(self, now, input)
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        Engine::poll_output(self)
+    }
+    fn next_wakeup(&mut self) -> Option<Timestamp> {
+        self.poll_timeout().map(|w| w.at)
+    }
+    fn run_state(&mut self, run: &str) -> Option<State> {
+        Engine::run_state(self, run)
+    }
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
+        Engine::run_status(self, run)
+    }
+}
+
 /// A simulation in progress; [`simulate`] runs one to the end. Tests use [`Simulation::step`]
 /// to check invariants after every step.
-pub struct Simulation {
-    engine: Engine,
+pub struct Simulation<E: EngineDriver = Engine> {
+    engine: E,
     fleet: SimulatedFleet,
     actions: Vec<Action>,
     next_action: usize,
@@ -88,11 +122,23 @@ pub struct Simulation {
     done: bool,
 }
 
-impl Simulation {
-    /// Validates the scenario and sets up the engine and the simulated fleet at `start`.
+impl Simulation<Engine> {
+    /// Validates the scenario and sets up a native engine and the simulated fleet at `start`.
     pub fn new(scenario: &Scenario) -> Result<Simulation, Error> {
+        Simulation::with_engine(scenario, Engine::new(scenario.start))
+    }
+
+    /// The engine (for inspection).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl<E: EngineDriver> Simulation<E> {
+    /// Validates the scenario and sets up `engine` (empty, its clock at `start`) and the
+    /// simulated fleet.
+    pub fn with_engine(scenario: &Scenario, mut engine: E) -> Result<Simulation<E>, Error> {
         scenario.validate()?;
-        let mut engine = Engine::new(scenario.start);
         let start = scenario.start;
         let setup = scenario.setup_commands();
         for (path, cmd) in setup {
@@ -117,9 +163,9 @@ impl Simulation {
         Ok(sim)
     }
 
-    /// The engine (for inspection).
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// The engine driver.
+    pub fn driver(&mut self) -> &mut E {
+        &mut self.engine
     }
 
     /// The simulated fleet (for inspection).
@@ -180,7 +226,7 @@ impl Simulation {
             self.drain();
         }
         // 3. Engine timers due now.
-        self.engine.handle_timeout(now);
+        let _ = self.engine.handle_input(now, Input::Timeout);
         self.drain();
 
         let finished = self.engine.run_state(&self.run).is_some_and(|s| {
@@ -195,7 +241,7 @@ impl Simulation {
             return false;
         }
         let next = [
-            self.engine.poll_timeout().map(|w| w.at),
+            self.engine.next_wakeup(),
             self.fleet.next_completion(),
             self.actions.get(self.next_action).map(|a| a.at),
         ]
@@ -257,7 +303,7 @@ impl Simulation {
     }
 
     /// The report as it stands.
-    pub fn report(&self) -> SimulationReport {
+    pub fn report(&mut self) -> SimulationReport {
         let status = self
             .engine
             .run_status(&self.run)
