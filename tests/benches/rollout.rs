@@ -155,12 +155,13 @@ fn us(ns: f64) -> String {
     format!("{:.2} µs", ns / 1e3)
 }
 
-/// Resets the peak-RSS counter (VmHWM) of this process; false where unsupported.
+/// Resets the peak-RSS counter (VmHWM) of this process to the current RSS; false where
+/// unsupported.
 fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// VmHWM in MiB.
+/// VmHWM (peak resident set) in MiB.
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -168,11 +169,21 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn rss(reset_ok: bool) -> String {
-    match peak_rss_mib() {
-        Some(m) if reset_ok => format!("{m:.0} MiB"),
-        Some(m) => format!("{m:.0} MiB (process peak)"),
-        None => "n/a".into(),
+/// Resets the peak-RSS counter and returns the resident set size now (the new peak's floor:
+/// the allocator keeps memory freed by earlier sections), if the reset worked.
+fn start_rss() -> Option<f64> {
+    if !reset_peak_rss() {
+        return None;
+    }
+    peak_rss_mib()
+}
+
+/// "peak (resident at section start)"; the process peak where the reset is unsupported.
+fn rss(start: Option<f64>) -> String {
+    match (peak_rss_mib(), start) {
+        (Some(m), Some(s)) => format!("{m:.0} MiB (from {s:.0})"),
+        (Some(m), None) => format!("{m:.0} MiB (process)"),
+        (None, _) => "n/a".into(),
     }
 }
 
@@ -376,7 +387,7 @@ struct Config {
 fn section_rollout(cfg: &Config, shape: Shape) {
     println!("\n(a) full simulated rollout: {}", shape.label());
     let sc = scenario(shape, Grouping::Mixed);
-    let reset = reset_peak_rss();
+    let reset = start_rss();
     if !cfg.quick {
         black_box(simulate_timed(&sc)); // warm-up
     }
@@ -472,7 +483,7 @@ fn section_scaling(cfg: &Config, shapes: &[Shape]) {
     );
     for &shape in shapes {
         let sc = scenario(shape, Grouping::Mixed);
-        let reset = reset_peak_rss();
+        let reset = start_rss();
         let reps = if cfg.quick {
             1
         } else if shape.members() > 10_000 {
@@ -519,7 +530,7 @@ fn section_plan(cfg: &Config, shape: Shape) {
     let spec = sc.run_spec();
     let strategy = sc.strategy.clone().expect("strategy");
     let catalog = Catalog::new(sc.catalog());
-    let reset = reset_peak_rss();
+    let reset = start_rss();
     let reps = if cfg.quick { 1 } else { cfg.reps.max(9) };
     let time = |f: &dyn Fn()| -> Duration {
         if !cfg.quick {
@@ -566,7 +577,13 @@ fn section_plan(cfg: &Config, shape: Shape) {
 
 fn main() {
     // `cargo bench` passes `--bench`; anything else but `--quick` is ignored too.
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only=rollout|scaling|plan` runs one section (for profiling).
+    let only = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--only=").map(str::to_string));
+    let want = |s: &str| only.as_deref().is_none_or(|o| o == s);
     let cfg = Config {
         quick,
         reps: if quick { 1 } else { 7 },
@@ -585,14 +602,23 @@ fn main() {
         groups,
         per_group: members_per_group,
     };
-    if quick {
-        section_rollout(&cfg, shape(10, 5));
-        section_scaling(&cfg, &[shape(5, 5), shape(10, 5)]);
-        section_plan(&cfg, shape(10, 5));
+    let (rollout, scaling, plan) = if quick {
+        (shape(10, 5), vec![shape(5, 5), shape(10, 5)], shape(10, 5))
     } else {
-        section_rollout(&cfg, shape(10, 50));
-        section_scaling(&cfg, &[shape(10, 5), shape(10, 50), shape(20, 50)]);
-        section_plan(&cfg, shape(10, 50));
+        (
+            shape(10, 50),
+            vec![shape(10, 5), shape(10, 50), shape(20, 50)],
+            shape(10, 50),
+        )
+    };
+    if want("rollout") {
+        section_rollout(&cfg, rollout);
+    }
+    if want("scaling") {
+        section_scaling(&cfg, &scaling);
+    }
+    if want("plan") {
+        section_plan(&cfg, plan);
     }
     println!("\ntargets: rollout <= 1 s, per-event p50 <= 5 µs, plan <= 50 ms (10,000 members)");
 }

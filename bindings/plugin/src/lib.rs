@@ -1,0 +1,1 @@
+//! The waverun plugin (see bindings/ABI.md). Work in progress.

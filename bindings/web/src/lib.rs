@@ -1,0 +1,1 @@
+//! The waverun browser package. Work in progress.
