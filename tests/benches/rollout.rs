@@ -192,13 +192,15 @@ struct SimTiming {
     setup: Duration,
     run: Duration,
     report: Duration,
+    /// Dropping the simulation (engine, fleet, timeline), which `simulate` pays on return.
+    teardown: Duration,
     events: usize,
     completed: u32,
 }
 
 impl SimTiming {
     fn total(&self) -> Duration {
-        self.setup + self.run + self.report
+        self.setup + self.run + self.report + self.teardown
     }
 }
 
@@ -210,11 +212,14 @@ fn simulate_timed(sc: &Scenario) -> SimTiming {
     let t2 = Instant::now();
     let report = sim.report();
     let t3 = Instant::now();
+    drop(sim);
+    let t4 = Instant::now();
     assert_eq!(report.summary.state, State::Completed, "rollout completes");
     SimTiming {
         setup: t1 - t0,
         run: t2 - t1,
         report: t3 - t2,
+        teardown: t4 - t3,
         events: report.timeline.len(),
         completed: report.summary.members_completed,
     }
@@ -407,6 +412,7 @@ fn section_rollout(cfg: &Config, shape: Shape) {
     let setup = median(runs.iter().map(|r| r.setup).collect());
     let run = median(runs.iter().map(|r| r.run).collect());
     let report = median(runs.iter().map(|r| r.report).collect());
+    let teardown = median(runs.iter().map(|r| r.teardown).collect());
     let ev = first.events as f64;
     println!("  runs: {} (median; warm-up run excluded)", runs.len());
     println!("  {:<50} {:>14}", "metric", "value");
@@ -418,6 +424,11 @@ fn section_rollout(cfg: &Config, shape: Shape) {
     );
     println!("  {:<50} {:>14}", "  run_to_end", ms(run));
     println!("  {:<50} {:>14}", "  report (status tree)", ms(report));
+    println!(
+        "  {:<50} {:>14}",
+        "  teardown (drop engine, fleet, timeline)",
+        ms(teardown)
+    );
     println!("  {:<50} {:>14}", "engine events (timeline)", first.events);
     println!("  {:<50} {:>14}", "engine inputs", stats.inputs);
     println!(
@@ -584,6 +595,21 @@ fn main() {
         .iter()
         .find_map(|a| a.strip_prefix("--only=").map(str::to_string));
     let want = |s: &str| only.as_deref().is_none_or(|o| o == s);
+    // `--emit-scenario=PATH` writes the 10,000-member scenario (JSON, which `waverun simulate`
+    // reads) and exits: for profiling the CLI, or diffing reports across engine changes.
+    if let Some(path) = args.iter().find_map(|a| a.strip_prefix("--emit-scenario=")) {
+        let sc = scenario(
+            Shape {
+                stages: 20,
+                groups: 50,
+                per_group: 10,
+            },
+            Grouping::Mixed,
+        );
+        let text = serde_json::to_string(&sc).expect("scenario serialises");
+        std::fs::write(path, text).expect("write scenario");
+        return;
+    }
     let cfg = Config {
         quick,
         reps: if quick { 1 } else { 7 },

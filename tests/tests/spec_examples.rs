@@ -241,16 +241,16 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     // 01:40).
     let fail = json!({"behavior": {"failAttempts": 1}});
     let slow_fail = json!({"behavior": {"failAttempts": 1, "upgradeMinutes": 50}});
-    let mut members = group_members("a", 3, "A", fail);
-    members.push(member("a-4", json!({"group": "A"})));
-    members.extend(group_members("b", 3, "B", slow_fail));
-    members.push(member("b-4", json!({"group": "B"})));
-    members.push(member("b-5", json!({"group": "B"})));
+    let mut members = group_members("a", 3, "group-a", fail);
+    members.push(cluster("a-4", json!({"group": "group-a"})));
+    members.extend(group_members("b", 3, "group-b", slow_fail));
+    members.push(cluster("b-4", json!({"group": "group-b"})));
+    members.push(cluster("b-5", json!({"group": "group-b"})));
     let r = sim(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "5", "groups": [
-            {"name": "A", "maxAllowedFailures": "2"},
-            {"name": "B", "maxAllowedFailures": "3"}]}]}),
+            {"name": "group-a", "maxAllowedFailures": "2"},
+            {"name": "group-b", "maxAllowedFailures": "3"}]}]}),
     ));
 
     assert_eq!(
@@ -268,7 +268,7 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     // A fails on its 3rd failure: GroupFailed right after a-3's failure.
     let gf = events(&r, EventKind::GroupFailed);
     assert_eq!(gf.len(), 1, "only A fails by its own threshold: {gf:?}");
-    assert_eq!(gf[0].group.as_deref(), Some("A"));
+    assert_eq!(gf[0].group.as_deref(), Some("group-a"));
     assert_eq!(fmt_time(gf[0].at), "2026-12-07T01:30:00Z");
     assert_eq!(
         index_of(&r, |e| e.kind == EventKind::GroupFailed),
@@ -294,10 +294,10 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     let s = stage(&r, "s");
     assert_eq!((s.failure_count, s.max_allowed_failures), (6, 5));
     assert_eq!(s.status.state, State::Failed);
-    let a = group(&r, "A");
+    let a = group(&r, "group-a");
     assert_eq!((a.failure_count, a.max_allowed_failures), (3, 2));
     assert_eq!(a.status.state, State::Failed);
-    let b = group(&r, "B");
+    let b = group(&r, "group-b");
     assert_eq!((b.failure_count, b.max_allowed_failures), (3, 3));
     assert_ne!(b.status.state, State::Failed, "B's own threshold held");
 
@@ -313,19 +313,19 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
 #[test]
 fn percentage_failure_thresholds_round_up_for_19_members() {
     // 19 members, A has 7, B has 12; stage "25%" -> 5, A "25%" -> 2, B "25%" -> 3.
-    let mut members = group_members("a", 7, "A", json!({}));
-    members.extend(group_members("b", 12, "B", json!({})));
+    let mut members = group_members("a", 7, "group-a", json!({}));
+    members.extend(group_members("b", 12, "group-b", json!({})));
     let r = sim(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "25%", "groups": [
-            {"name": "A", "maxAllowedFailures": "25%", "maxConcurrency": "7"},
-            {"name": "B", "maxAllowedFailures": "25%", "maxConcurrency": "12"}]}]}),
+            {"name": "group-a", "maxAllowedFailures": "25%", "maxConcurrency": "7"},
+            {"name": "group-b", "maxAllowedFailures": "25%", "maxConcurrency": "12"}]}]}),
     ));
     assert_eq!(stage(&r, "s").max_allowed_failures, 5);
-    assert_eq!(group(&r, "A").max_allowed_failures, 2);
-    assert_eq!(group(&r, "B").max_allowed_failures, 3);
-    assert_eq!(group(&r, "A").members.len(), 7);
-    assert_eq!(group(&r, "B").members.len(), 12);
+    assert_eq!(group(&r, "group-a").max_allowed_failures, 2);
+    assert_eq!(group(&r, "group-b").max_allowed_failures, 3);
+    assert_eq!(group(&r, "group-a").members.len(), 7);
+    assert_eq!(group(&r, "group-b").members.len(), 12);
     assert_eq!(r.summary.members_completed, 19);
 }
 
@@ -334,8 +334,8 @@ fn twenty_five_percent_of_five_allows_two_failures_and_the_third_fails() {
     // 25% of 5 -> 2 (ceil(1.25)): two failures hold, the third fails group and stage.
     let fail = json!({"behavior": {"failAttempts": 1}});
     let mut members = group_members("m", 3, "g", fail);
-    members.push(member("m-4", json!({"group": "g"})));
-    members.push(member("m-5", json!({"group": "g"})));
+    members.push(cluster("m-4", json!({"group": "g"})));
+    members.push(cluster("m-5", json!({"group": "g"})));
     let r = sim(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "25%",
@@ -372,10 +372,10 @@ fn twenty_five_percent_of_five_allows_two_failures_and_the_third_fails() {
 #[test]
 fn default_max_allowed_failures_of_zero_fails_fast() {
     let fail = json!({"behavior": {"failAttempts": 1}});
-    let mut members = vec![member("m-1", json!({"group": "g"}))];
-    members.push(member("m-2", merge(json!({"group": "g"}), fail)));
-    members.push(member("m-3", json!({"group": "g"})));
-    members.push(member("n-1", json!({"group": "later"})));
+    let mut members = vec![cluster("m-1", json!({"group": "g"}))];
+    members.push(cluster("m-2", merge(json!({"group": "g"}), fail)));
+    members.push(cluster("m-3", json!({"group": "g"})));
+    members.push(cluster("n-1", json!({"group": "later"})));
     let r = sim(scenario(
         members,
         json!({"stages": [{"name": "s", "groups": [{"name": "g"}]},
@@ -418,19 +418,19 @@ fn in_flight_upgrades_finish_after_a_threshold_is_exceeded() {
     // starts; failureCount ends at 2, above the threshold of 0; the run is Stopping until the
     // drain ends, then Failed.
     let members = vec![
-        member(
+        cluster(
             "m-1",
             json!({"group": "g", "behavior": {"failAttempts": 1, "upgradeMinutes": 30}}),
         ),
-        member(
+        cluster(
             "m-2",
             json!({"group": "g", "behavior": {"failAttempts": 1, "upgradeMinutes": 40}}),
         ),
-        member(
+        cluster(
             "m-3",
             json!({"group": "g", "behavior": {"upgradeMinutes": 50}}),
         ),
-        member("m-4", json!({"group": "g"})),
+        cluster("m-4", json!({"group": "g"})),
     ];
     let sc = build(scenario(
         members,
@@ -481,22 +481,22 @@ fn stage_threshold_can_fail_the_stage_while_every_group_threshold_holds() {
     // Group and stage are checked independently: stage "1", A "5", B "5"; one failure in each
     // group fails the stage (2 > 1) though neither group exceeds its own threshold.
     let members = vec![
-        member(
+        cluster(
             "a-1",
-            json!({"group": "A", "behavior": {"failAttempts": 1}}),
+            json!({"group": "group-a", "behavior": {"failAttempts": 1}}),
         ),
-        member("a-2", json!({"group": "A"})),
-        member(
+        cluster("a-2", json!({"group": "group-a"})),
+        cluster(
             "b-1",
-            json!({"group": "B", "behavior": {"failAttempts": 1, "upgradeMinutes": 40}}),
+            json!({"group": "group-b", "behavior": {"failAttempts": 1, "upgradeMinutes": 40}}),
         ),
-        member("b-2", json!({"group": "B"})),
+        cluster("b-2", json!({"group": "group-b"})),
     ];
     let r = sim(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "1", "groups": [
-            {"name": "A", "maxAllowedFailures": "5"},
-            {"name": "B", "maxAllowedFailures": "5"}]}]}),
+            {"name": "group-a", "maxAllowedFailures": "5"},
+            {"name": "group-b", "maxAllowedFailures": "5"}]}]}),
     ));
     // a-1's failure (the first) holds: a-2 starts after it.
     assert_eq!(
@@ -511,7 +511,7 @@ fn stage_threshold_can_fail_the_stage_while_every_group_threshold_holds() {
         index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "b-1")) + 1
     );
     assert_eq!(count(&r, EventKind::GroupFailed), 0);
-    for g in ["A", "B"] {
+    for g in ["group-a", "group-b"] {
         let gs = group(&r, g);
         assert_eq!(gs.failure_count, 1, "{g}");
         assert_ne!(gs.status.state, State::Failed, "{g}");
@@ -531,23 +531,23 @@ fn group_threshold_fails_the_group_while_the_stage_threshold_holds_and_others_go
     // exceeded or its groups are all done); the stage then fails because a group failed. A's
     // failure counts in the stage's failureCount.
     let members = vec![
-        member(
+        cluster(
             "a-1",
-            json!({"group": "A", "behavior": {"failAttempts": 1}}),
+            json!({"group": "group-a", "behavior": {"failAttempts": 1}}),
         ),
-        member("a-2", json!({"group": "A"})),
-        member("b-1", json!({"group": "B"})),
-        member("b-2", json!({"group": "B"})),
-        member("b-3", json!({"group": "B"})),
+        cluster("a-2", json!({"group": "group-a"})),
+        cluster("b-1", json!({"group": "group-b"})),
+        cluster("b-2", json!({"group": "group-b"})),
+        cluster("b-3", json!({"group": "group-b"})),
     ];
     let r = sim(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "10", "groups": [
-            {"name": "A"},
-            {"name": "B", "maxAllowedFailures": "10"}]}]}),
+            {"name": "group-a"},
+            {"name": "group-b", "maxAllowedFailures": "10"}]}]}),
     ));
     let gf = single(&r, EventKind::GroupFailed);
-    assert_eq!(gf.group.as_deref(), Some("A"));
+    assert_eq!(gf.group.as_deref(), Some("group-a"));
     assert_eq!(fmt_time(gf.at), "2026-12-07T00:30:00Z");
     assert_eq!(member(&r, "a-2").status.state, State::NotStarted);
     // B goes on after A failed: b-3 starts at 01:00.
@@ -560,7 +560,7 @@ fn group_threshold_fails_the_group_while_the_stage_threshold_holds_and_others_go
             ("b-3", "2026-12-07T01:00:00Z"),
         ])
     );
-    assert_eq!(group(&r, "B").status.state, State::Completed);
+    assert_eq!(group(&r, "group-b").status.state, State::Completed);
     // The stage fails only when its groups are done, because a group failed.
     let sf = single(&r, EventKind::StageFailed);
     assert_eq!(fmt_time(sf.at), "2026-12-07T01:30:00Z");
@@ -583,10 +583,10 @@ fn waiting_members_are_ordered_open_now_opens_soon_no_window_closed_then_by_name
     let closed = weekly("Wednesday", "00:00", 4);
     let mut members = Vec::new();
     for p in ["b", "a"] {
-        members.push(member(&format!("{p}-closed"), windowed(&closed)));
-        members.push(member(&format!("{p}-none"), json!({"group": "g"})));
-        members.push(member(&format!("{p}-soon"), windowed(&soon)));
-        members.push(member(&format!("{p}-open"), windowed(&open)));
+        members.push(cluster(&format!("{p}-closed"), windowed(&closed)));
+        members.push(cluster(&format!("{p}-none"), json!({"group": "g"})));
+        members.push(cluster(&format!("{p}-soon"), windowed(&soon)));
+        members.push(cluster(&format!("{p}-open"), windowed(&open)));
     }
     let r = sim(scenario(
         members,
@@ -640,8 +640,8 @@ fn waiting_members_are_ordered_open_now_opens_soon_no_window_closed_then_by_name
 #[test]
 fn pending_member_is_reported_with_its_next_opening_time() {
     let members = vec![
-        member("m-wed", windowed(&weekly("Wednesday", "00:00", 4))),
-        member("m-free", json!({"group": "g"})),
+        cluster("m-wed", windowed(&weekly("Wednesday", "00:00", 4))),
+        cluster("m-free", json!({"group": "g"})),
     ];
     let sc = build(scenario(
         members,
@@ -692,7 +692,7 @@ fn a_window_only_permits_it_never_triggers() {
     let daily_midnight = daily("00:00", 4, "+00:00");
     // Without a start action nothing happens, although the window opens daily.
     let mut v = scenario(
-        vec![member("m-1", windowed(&daily_midnight))],
+        vec![cluster("m-1", windowed(&daily_midnight))],
         json!({"stages": [{"name": "s", "groups": [{"name": "g"}]}]}),
     );
     v["actions"] = json!([]);
@@ -705,7 +705,7 @@ fn a_window_only_permits_it_never_triggers() {
     // Started at 10:00, after the day's window (00:00-04:00) closed: the member waits for the
     // next opening instead of starting.
     let mut v = scenario(
-        vec![member("m-1", windowed(&daily_midnight))],
+        vec![cluster("m-1", windowed(&daily_midnight))],
         json!({"stages": [{"name": "s", "groups": [{"name": "g"}]}]}),
     );
     v["actions"] = json!([{"at": "2026-12-07T10:00:00Z", "do": "start"}]);
@@ -723,7 +723,7 @@ fn a_window_only_permits_it_never_triggers() {
 fn upgrade_started_inside_its_window_may_run_past_the_end() {
     // Window 00:00-04:00; the upgrade takes 5 hours.
     let r = sim(scenario(
-        vec![member(
+        vec![cluster(
             "m-1",
             merge(
                 windowed(&daily("00:00", 4, "+00:00")),
@@ -747,7 +747,7 @@ fn no_member_upgrade_starts_outside_its_window() {
     let window = daily("00:00", 4, "+00:00");
     let members: Vec<_> = (1..=4)
         .map(|i| {
-            member(
+            cluster(
                 &format!("w-{i}"),
                 merge(
                     windowed(&window),
@@ -845,19 +845,19 @@ fn not_allowed_dates_block_a_window_on_whole_local_dates() {
         w
     };
     let members = vec![
-        member(
+        cluster(
             "n-utc",
             json!({"group": "a", "maintenance": {"kubernetes": with_dates(
                 daily("00:00", 4, "+00:00"),
                 json!([{"start": "2026-12-07", "end": "2026-12-08"}]))}}),
         ),
-        member(
+        cluster(
             "n-plus2",
             json!({"group": "b", "maintenance": {"kubernetes": with_dates(
                 daily("00:00", 4, "+02:00"),
                 json!([{"start": "2026-12-07", "end": "2026-12-07"}]))}}),
         ),
-        member(
+        cluster(
             "control",
             json!({"group": "c", "maintenance": {"kubernetes": daily("00:00", 4, "+02:00")}}),
         ),
@@ -898,15 +898,15 @@ fn scheduled_start_gate_and_window_must_both_allow() {
     let gate = json!([{"type": "ScheduledStart", "scheduledStartConfiguration":
         {"startDay": "Tuesday", "startTime": "09:00", "utcOffset": "+00:00"}}]);
     let members = vec![
-        member(
+        cluster(
             "late",
             json!({"group": "g-late", "maintenance": {"kubernetes": daily("10:00", 4, "+00:00")}}),
         ),
-        member(
+        cluster(
             "early",
             json!({"group": "g-early", "maintenance": {"kubernetes": daily("08:00", 4, "+00:00")}}),
         ),
-        member(
+        cluster(
             "closed",
             json!({"group": "g-closed", "maintenance": {"kubernetes": daily("02:00", 4, "+00:00")}}),
         ),
@@ -943,11 +943,11 @@ fn node_os_window_governs_node_image_only_and_kubernetes_window_governs_full() {
     let now_open = daily("00:00", 4, "+00:00");
     let wednesday = weekly("Wednesday", "00:00", 4);
     let members = vec![
-        member(
+        cluster(
             "k-open",
             json!({"maintenance": {"kubernetes": now_open, "nodeOS": wednesday}}),
         ),
-        member(
+        cluster(
             "n-open",
             json!({"maintenance": {"kubernetes": wednesday, "nodeOS": now_open}}),
         ),
@@ -1026,7 +1026,7 @@ mod helpers {
     }
 
     /// A member in eastus on 1.30.4 with one Linux pool, plus `extra`.
-    pub fn member(name: &str, extra: Value) -> Value {
+    pub fn cluster(name: &str, extra: Value) -> Value {
         merge(
             json!({"name": name, "region": "eastus", "kubernetesVersion": "1.30.4",
                    "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": IMG}]}),
@@ -1038,7 +1038,7 @@ mod helpers {
     pub fn group_members(prefix: &str, n: usize, group: &str, extra: Value) -> Vec<Value> {
         (1..=n)
             .map(|i| {
-                member(
+                cluster(
                     &format!("{prefix}-{i}"),
                     merge(json!({"group": group}), extra.clone()),
                 )
@@ -1049,7 +1049,7 @@ mod helpers {
     /// `{prefix}-01` .. `{prefix}-{n}` with `labels`.
     pub fn labelled_members(prefix: &str, n: usize, labels: Value) -> Vec<Value> {
         (1..=n)
-            .map(|i| member(&format!("{prefix}-{i:02}"), json!({"labels": labels})))
+            .map(|i| cluster(&format!("{prefix}-{i:02}"), json!({"labels": labels})))
             .collect()
     }
 
