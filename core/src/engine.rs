@@ -1433,16 +1433,19 @@ impl Engine {
         let now = self.now;
         loop {
             let run = self.runs.get_mut(name).expect("run");
-            if run.stopping.is_some() || !run.active() {
+            if !run.active() {
                 return;
             }
+            // While a run drains (stop or failure) nothing new starts, but a group whose
+            // members are all done and that needs no new gate still completes.
+            let draining = run.stopping.is_some();
             let stage = &mut run.stages[si];
             let stage_name = &stage.name;
             let g = &mut stage.groups[gi];
             match g.phase {
                 Phase::NotReached | Phase::Done => return,
                 Phase::Before => {
-                    if !g.before_gates.iter().all(GateRt::done) {
+                    if draining || !g.before_gates.iter().all(GateRt::done) {
                         return;
                     }
                     g.phase = Phase::Body;
@@ -1450,6 +1453,9 @@ impl Engine {
                 }
                 Phase::Body => {
                     if g.failed || g.in_flight > 0 || g.unfinished > 0 {
+                        return;
+                    }
+                    if draining && !g.after_gates.is_empty() {
                         return;
                     }
                     if g.members.iter().all(|m| m.node.state == State::Skipped) {
@@ -1609,22 +1615,24 @@ impl Engine {
                 return;
             }
             // The group with the fewest members in flight gets the slot (ties: strategy order).
-            let mut best: Option<(u32, usize, u32)> = None;
+            let mut best: Option<(u32, usize, u32, Option<Decision>)> = None;
             for gi in 0..stage.groups.len() {
                 let g = &self.runs[name].stages[si].groups[gi];
                 if g.phase != Phase::Body || g.failed || g.in_flight >= g.max_concurrency {
                     continue;
                 }
-                if best.is_some_and(|(inf, _, _)| inf <= g.in_flight) {
+                if best.as_ref().is_some_and(|(inf, ..)| *inf <= g.in_flight) {
                     continue;
                 }
                 let inf = g.in_flight;
-                if let Some(mi) = self.next_candidate(name, si, gi) {
-                    best = Some((inf, gi, mi));
+                if let Some((mi, decided)) = self.next_candidate(name, si, gi) {
+                    best = Some((inf, gi, mi, decided));
                 }
             }
-            let Some((_, gi, mi)) = best else { return };
-            self.start_member(name, si, gi, mi);
+            let Some((_, gi, mi, decided)) = best else {
+                return;
+            };
+            self.start_member(name, si, gi, mi, decided);
         }
     }
 
@@ -1681,16 +1689,22 @@ impl Engine {
     }
 
     /// The next startable member of a group in priority order; members found blocked on the
-    /// way become Pending (with a timer or a waiter) and leave the ready queues.
-    fn next_candidate(&mut self, name: &str, si: usize, gi: usize) -> Option<u32> {
+    /// way become Pending (with a timer or a waiter) and leave the ready queues. Comes with the
+    /// decision taken for it, if any (see [`Engine::check_candidate`]).
+    fn next_candidate(
+        &mut self,
+        name: &str,
+        si: usize,
+        gi: usize,
+    ) -> Option<(u32, Option<Decision>)> {
         loop {
             let g = &self.runs[name].stages[si].groups[gi];
             let (mi, from_open) = match g.ready_open.first() {
                 Some(mi) => (*mi, true),
                 None => (*g.ready_free.first()?, false),
             };
-            if self.check_candidate(name, si, gi, mi, from_open) {
-                return Some(mi);
+            if let Some(decided) = self.check_candidate(name, si, gi, mi, from_open) {
+                return Some((mi, decided));
             }
         }
     }
@@ -1710,8 +1724,10 @@ impl Engine {
         }
     }
 
-    /// Whether queued member `mi` can start now; if not, it leaves the queue as Pending with a
-    /// timer (window opening, release date) or a waiter (lease, catalog change).
+    /// Whether queued member `mi` can start now; if not (`None`), it leaves the queue as Pending
+    /// with a timer (window opening, release date) or a waiter (lease, catalog change). When it
+    /// can, the decision taken for it comes along (`None` if none was): `start_member` reuses
+    /// it, as nothing the decision depends on changes in between.
     fn check_candidate(
         &mut self,
         name: &str,
@@ -1719,7 +1735,7 @@ impl Engine {
         gi: usize,
         mi: u32,
         from_open: bool,
-    ) -> bool {
+    ) -> Option<Option<Decision>> {
         let now = self.now;
         let Engine {
             runs,
@@ -1747,7 +1763,7 @@ impl Engine {
         let Some(rec) = members.get(&m.name) else {
             // Deleted members cannot be part of a started run; treat as startable and let
             // start_member settle it.
-            return true;
+            return Some(None);
         };
         let mut block: Option<(Reason, Option<Timestamp>, String)> = None;
         if let Some(holder) = leases.get(&m.name) {
@@ -1763,8 +1779,10 @@ impl Engine {
                     .insert(loc());
             }
         }
+        let mut decided = None;
         if block.is_none() {
-            match decide(&rec.spec, target, catalog, now) {
+            let decision = decide(&rec.spec, target, catalog, now);
+            match &decision {
                 Decision::Upgrade {
                     kubernetes_version,
                     node_images,
@@ -1773,7 +1791,7 @@ impl Engine {
                     if let Some((what, until)) = plan::unavailable(
                         &rec.spec,
                         kubernetes_version.as_deref(),
-                        &node_images,
+                        node_images,
                         target,
                         catalog,
                         now,
@@ -1795,9 +1813,10 @@ impl Engine {
                         block = Some((Reason::VersionNotInRegion, until, what));
                     }
                 }
-                // Settled by start_member, which decides again.
-                Decision::Skip { .. } | Decision::Fail { .. } => return true,
+                // Settled by start_member.
+                Decision::Skip { .. } | Decision::Fail { .. } => return Some(Some(decision)),
             }
+            decided = Some(decision);
         }
         if block.is_none() {
             if let Some(w) = rec.window(target.upgrade_type) {
@@ -1823,7 +1842,7 @@ impl Engine {
             }
         }
         let Some((reason, until, message)) = block else {
-            return true;
+            return Some(decided);
         };
         if from_open {
             g.ready_open.remove(&mi);
@@ -1847,10 +1866,19 @@ impl Engine {
             ev.message = Some(message);
             outputs.push_back(Output::Event(ev));
         }
-        false
+        None
     }
 
-    fn start_member(&mut self, name: &str, si: usize, gi: usize, mi: u32) {
+    /// Starts (or settles) member `mi`; `decided` is its decision if `check_candidate` just took
+    /// one, else it is decided here.
+    fn start_member(
+        &mut self,
+        name: &str,
+        si: usize,
+        gi: usize,
+        mi: u32,
+        decided: Option<Decision>,
+    ) {
         let now = self.now;
         let Engine {
             runs,
@@ -1862,14 +1890,16 @@ impl Engine {
             ..
         } = self;
         let run = runs.get_mut(name).expect("run");
-        let target = run.target.clone();
-        let stage_name = run.stages[si].name.clone();
-        let g = &mut run.stages[si].groups[gi];
+        let target = &run.target;
+        let stage = &mut run.stages[si];
+        let stage_name = &stage.name;
+        let g = &mut stage.groups[gi];
         g.ready_open.remove(&mi);
         g.ready_free.remove(&mi);
         let m = &mut g.members[mi as usize];
         let rec = &members[&m.name];
-        match decide(&rec.spec, &target, catalog, now) {
+        let decision = decided.unwrap_or_else(|| decide(&rec.spec, target, catalog, now));
+        match decision {
             Decision::Upgrade {
                 kubernetes_version,
                 node_images,
@@ -1920,7 +1950,7 @@ impl Engine {
                     },
                 )));
                 g.in_flight += 1;
-                run.stages[si].in_flight += 1;
+                stage.in_flight += 1;
                 run.in_flight += 1;
             }
             Decision::Skip { reason, message } => {
@@ -1971,7 +2001,7 @@ impl Engine {
         };
         let now = self.now;
         let (si, gi, mi) = (loc.stage as usize, loc.group as usize, loc.member as usize);
-        let run_name = loc.run.clone();
+        let run_name = loc.run;
         let Engine {
             runs,
             members,
@@ -1980,10 +2010,11 @@ impl Engine {
             ..
         } = self;
         let run = runs.get_mut(&run_name).expect("run of operation");
-        let stage_name = run.stages[si].name.clone();
         run.in_flight -= 1;
-        run.stages[si].in_flight -= 1;
-        let g = &mut run.stages[si].groups[gi];
+        let stage = &mut run.stages[si];
+        stage.in_flight -= 1;
+        let stage_name = &stage.name;
+        let g = &mut stage.groups[gi];
         g.in_flight -= 1;
         g.unfinished -= 1;
         let m = &mut g.members[mi];
@@ -1994,18 +2025,18 @@ impl Engine {
             None => {
                 m.node.state = State::Completed;
                 if let Some(rec) = members.get_mut(&m.name) {
-                    let mut spec = rec.spec.clone();
+                    // In place: the record's windows do not depend on versions.
+                    let spec = &mut rec.spec;
                     if let Some(v) = &m.kubernetes_version {
-                        spec.kubernetes_version = v.clone();
+                        spec.kubernetes_version.clone_from(v);
                     }
                     for p in &m.node_images {
                         if let Some(pool) =
                             spec.node_pools.iter_mut().find(|x| x.name == p.node_pool)
                         {
-                            pool.image_version = p.image_version.clone();
+                            pool.image_version.clone_from(&p.image_version);
                         }
                     }
-                    rec.spec = spec;
                 }
                 let mut ev = member_event(
                     now,

@@ -480,24 +480,7 @@ fn in_flight_upgrades_finish_after_a_threshold_is_exceeded() {
 fn stage_threshold_can_fail_the_stage_while_every_group_threshold_holds() {
     // Group and stage are checked independently: stage "1", A "5", B "5"; one failure in each
     // group fails the stage (2 > 1) though neither group exceeds its own threshold.
-    let members = vec![
-        cluster(
-            "a-1",
-            json!({"group": "group-a", "behavior": {"failAttempts": 1}}),
-        ),
-        cluster("a-2", json!({"group": "group-a"})),
-        cluster(
-            "b-1",
-            json!({"group": "group-b", "behavior": {"failAttempts": 1, "upgradeMinutes": 40}}),
-        ),
-        cluster("b-2", json!({"group": "group-b"})),
-    ];
-    let r = sim(scenario(
-        members,
-        json!({"stages": [{"name": "s", "maxAllowedFailures": "1", "groups": [
-            {"name": "group-a", "maxAllowedFailures": "5"},
-            {"name": "group-b", "maxAllowedFailures": "5"}]}]}),
-    ));
+    let r = sim(stage_one_over_groups_of_five());
     // a-1's failure (the first) holds: a-2 starts after it.
     assert_eq!(
         member_at(&r, EventKind::MemberStarted, "a-2"),
@@ -569,6 +552,30 @@ fn group_threshold_fails_the_group_while_the_stage_threshold_holds_and_others_go
     assert_eq!((s.failure_count, s.max_allowed_failures), (1, 10));
     assert_eq!(r.run.status.failure_count, 1);
     assert_eq!(r.summary.state, State::Failed);
+}
+
+#[test]
+fn group_whose_members_all_finished_within_its_threshold_is_completed_when_the_stage_fails() {
+    // Same run as above. Once the stage has failed (00:40), group-a's last in-flight upgrade
+    // finishes (a-2, 01:00): every member of group-a is terminal and its threshold held (1 <= 5),
+    // and it has no after-gates, so by section 3 the group is Completed ("Completed when every
+    // member is terminal and its threshold held and its after-gates are done"; "Completed never
+    // means all succeeded"). group-b still has b-2 NotStarted, so it is not Completed.
+    let r = sim(stage_one_over_groups_of_five());
+    assert_eq!(r.summary.state, State::Failed);
+    let a = group(&r, "group-a");
+    assert_eq!(
+        a.status.state,
+        State::Completed,
+        "group-a: every member terminal, 1 failure <= 5 allowed"
+    );
+    assert_eq!(time(a.status.completed_time), "2026-12-07T01:00:00Z");
+    let done: Vec<Option<&str>> = events(&r, EventKind::GroupCompleted)
+        .into_iter()
+        .map(|e| e.group.as_deref())
+        .collect();
+    assert_eq!(done, vec![Some("group-a")]);
+    assert_ne!(group(&r, "group-b").status.state, State::Completed);
 }
 
 // =============================================================================================
@@ -992,6 +999,43 @@ fn node_os_window_governs_node_image_only_and_kubernetes_window_governs_full() {
     }
 }
 
+#[test]
+fn window_is_inactive_before_its_start_date_and_intervals_count_from_it() {
+    // d-later: daily, startDate Thursday 2026-12-10 -> inactive until then although it would
+    // be open every day at 00:00.
+    // d-every3: every 3 days from startDate Saturday 2026-12-05 -> Dec 5, 8, 11...: closed on
+    // Monday the 7th, opens Tuesday the 8th (decision: intervals count from startDate).
+    let with_start = |days: u32, start_date: &str| {
+        let mut w = daily("00:00", 4, "+00:00");
+        w["schedule"]["daily"]["intervalDays"] = json!(days);
+        w["startDate"] = json!(start_date);
+        w
+    };
+    let members = vec![
+        cluster(
+            "d-later",
+            json!({"group": "a", "maintenance": {"kubernetes": with_start(1, "2026-12-10")}}),
+        ),
+        cluster(
+            "d-every3",
+            json!({"group": "b", "maintenance": {"kubernetes": with_start(3, "2026-12-05")}}),
+        ),
+    ];
+    let sc = build(scenario(
+        members,
+        json!({"stages": [{"name": "s", "groups": [{"name": "a"}, {"name": "b"}]}]}),
+    ));
+    let r = waverun_core::sim::simulate(&sc).unwrap();
+    assert_eq!(
+        start_times(&r),
+        pairs(&[
+            ("d-every3", "2026-12-08T00:00:00Z"),
+            ("d-later", "2026-12-10T00:00:00Z"),
+        ])
+    );
+    assert_every_start_inside_its_window(&sc, &r);
+}
+
 // =============================================================================================
 
 mod helpers {
@@ -1007,6 +1051,29 @@ mod helpers {
     pub const START: &str = "2026-12-07T00:00:00Z";
     pub const IMG: &str = "AKSUbuntu-2204gen2containerd-202411.03.0";
     pub const IMG_NEW: &str = "AKSUbuntu-2204gen2containerd-202411.20.0";
+
+    /// stage "1" over group-a "5" (a-1 fails at 00:30, a-2 succeeds at 01:00) and group-b "5"
+    /// (b-1 fails at 00:40, b-2 would succeed).
+    pub fn stage_one_over_groups_of_five() -> serde_json::Value {
+        let members = vec![
+            cluster(
+                "a-1",
+                json!({"group": "group-a", "behavior": {"failAttempts": 1}}),
+            ),
+            cluster("a-2", json!({"group": "group-a"})),
+            cluster(
+                "b-1",
+                json!({"group": "group-b", "behavior": {"failAttempts": 1, "upgradeMinutes": 40}}),
+            ),
+            cluster("b-2", json!({"group": "group-b"})),
+        ];
+        scenario(
+            members,
+            json!({"stages": [{"name": "s", "maxAllowedFailures": "1", "groups": [
+                {"name": "group-a", "maxAllowedFailures": "5"},
+                {"name": "group-b", "maxAllowedFailures": "5"}]}]}),
+        )
+    }
 
     /// `a` with every key of `b` set (objects merge recursively).
     pub fn merge(mut a: Value, b: Value) -> Value {
