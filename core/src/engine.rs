@@ -325,6 +325,8 @@ struct MemberRt {
     /// The last reported wait (dedupes MemberPending events).
     pending: Option<(Reason, Option<Timestamp>)>,
     has_window: bool,
+    #[serde(default)]
+    skip_reason: Option<SkipReason>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -350,6 +352,15 @@ struct GroupRt {
 }
 
 impl GroupRt {
+    /// Whether a user skipped the group or any of its members.
+    fn skipped_by_user(&self) -> bool {
+        self.user_skipped
+            || self
+                .members
+                .iter()
+                .any(|m| m.skip_reason == Some(SkipReason::SkippedByUser))
+    }
+
     fn done(&self) -> bool {
         self.in_flight == 0 && (self.phase == Phase::Done || self.failed)
     }
@@ -877,7 +888,7 @@ impl Engine {
             State::Running | State::Pending => {
                 return Err(invalid_state(
                     name,
-                    run.node.state,
+                    self.shown_state(run),
                     "delete",
                     "stop it first",
                 ))
@@ -885,7 +896,7 @@ impl Engine {
             State::Stopping => {
                 return Err(invalid_state(
                     name,
-                    run.node.state,
+                    self.shown_state(run),
                     "delete",
                     "wait until it is Stopped",
                 ))
@@ -944,7 +955,7 @@ impl Engine {
             s => {
                 return Err(invalid_state(
                     name,
-                    s,
+                    self.shown_state(run),
                     "start",
                     match s {
                         State::Stopping => "wait until it is Stopped, then resume it",
@@ -1023,6 +1034,7 @@ impl Engine {
         let cur = self.runs[name].current;
         if let Some(stage) = self.runs[name].stages.get(cur) {
             for gi in 0..stage.groups.len() {
+                self.requeue_group(name, cur, gi);
                 self.advance_group(name, cur, gi);
             }
         }
@@ -1192,6 +1204,7 @@ impl Engine {
                         kubernetes_version: None,
                         node_images: Vec::new(),
                         pending: None,
+                        skip_reason: None,
                         has_window: self.members[&m.name]
                             .window(run.target.upgrade_type)
                             .is_some(),
@@ -1335,7 +1348,11 @@ impl Engine {
                         return;
                     }
                     if stage.groups.iter().all(|g| g.node.state == State::Skipped) {
-                        self.skip_stage_rest(name, cur, false);
+                        let by_user = stage
+                            .groups
+                            .iter()
+                            .any(|g| g.user_skipped || g.skipped_by_user());
+                        self.skip_stage_rest(name, cur, by_user);
                         continue;
                     }
                     stage.phase = Phase::After;
@@ -1468,7 +1485,11 @@ impl Engine {
                         let mut ev = Event::new(now, EventKind::GroupSkipped, name);
                         ev.stage = Some(stage_name.clone());
                         ev.group = Some(g.name.clone());
-                        ev.reason = Some(Reason::AlreadyAtTarget);
+                        ev.reason = Some(if g.skipped_by_user() {
+                            Reason::SkippedByUser
+                        } else {
+                            Reason::AlreadyAtTarget
+                        });
                         self.emit(ev);
                         return;
                     }
@@ -2105,8 +2126,6 @@ impl Engine {
                 code: ErrorCode::FailureThresholdExceeded.to_string(),
                 message: msg.clone(),
             });
-            g.ready_open.clear();
-            g.ready_free.clear();
             let mut ev = Event::new(now, EventKind::GroupFailed, name);
             ev.stage = Some(stage_name);
             ev.group = Some(g.name.clone());
@@ -2337,6 +2356,20 @@ impl Engine {
             g.ready_open.insert(loc.member);
         } else {
             g.ready_free.insert(loc.member);
+        }
+    }
+
+    /// Puts every member of a group that has not started back in the queue (after a resume:
+    /// timers that fired while the run was stopped or failed found it closed).
+    fn requeue_group(&mut self, name: &str, si: usize, gi: usize) {
+        let n = self.runs[name].stages[si].groups[gi].members.len();
+        for mi in 0..n {
+            self.requeue(&MemberLoc {
+                run: name.to_string(),
+                stage: si as u32,
+                group: gi as u32,
+                member: mi as u32,
+            });
         }
     }
 
@@ -2737,6 +2770,15 @@ impl Engine {
 
     // ---------------------------------------------------------------- helpers
 
+    /// The state a user sees (Running shows as Pending while the current stage waits).
+    fn shown_state(&self, run: &Run) -> State {
+        if run.node.state == State::Running {
+            self.render(run).status.state
+        } else {
+            run.node.state
+        }
+    }
+
     fn get_run(&self, name: &str) -> Result<&Run, Error> {
         self.runs.get(name).ok_or_else(|| not_found("run", name))
     }
@@ -2751,7 +2793,7 @@ fn settle_skip(m: &mut MemberRt, now: Timestamp, reason: SkipReason, message: St
     m.node.completed = Some(now);
     m.pending = None;
     m.message = Some(message);
-    let _ = reason;
+    m.skip_reason = Some(reason);
 }
 
 fn skip_reason(r: SkipReason) -> Reason {
