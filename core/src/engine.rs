@@ -634,9 +634,26 @@ impl Engine {
                 }
                 Timer::StageWait { run, stage } => self.end_wait(&run, stage as usize),
                 Timer::Freeze { run } => {
-                    if let Some(cur) = self.runs.get(&run).map(|r| r.current) {
-                        self.fill_stage(&run, cur);
+                    let Some(r) = self.runs.get_mut(&run) else {
+                        continue;
+                    };
+                    let cur = r.current;
+                    let now = self.now;
+                    if let Some(stage) = r.stages.get_mut(cur) {
+                        for g in &mut stage.groups {
+                            for m in &mut g.members {
+                                let frozen = m.pending.is_some_and(|(reason, until)| {
+                                    reason == Reason::Freeze && until.is_none_or(|u| u <= now)
+                                });
+                                if m.node.state == State::Pending && frozen {
+                                    m.node.state = State::NotStarted;
+                                    m.pending = None;
+                                    m.message = None;
+                                }
+                            }
+                        }
                     }
+                    self.fill_stage(&run, cur);
                 }
             }
         }
@@ -970,17 +987,13 @@ impl Engine {
             self.runs.insert(name.to_string(), run);
             return Err(e);
         }
-        // Skips asked for before the start apply to the frozen tree now.
-        let pending = std::mem::take(&mut run.pending_skips);
-        for t in &pending {
-            if let Err(e) = check_skip(&run, t) {
-                run.stages.clear();
-                run.member_index.clear();
-                run.pending_skips = pending.clone();
-                self.runs.insert(name.to_string(), run);
-                return Err(e);
-            }
-        }
+        // Skips asked for before the start apply to the frozen tree now; a member skip whose
+        // member left the run's selection since (labels or strategy changed) no longer applies.
+        let mut pending = std::mem::take(&mut run.pending_skips);
+        pending.retain(|t| match t {
+            SkipTarget::Member(n) => run.member_index.contains_key(n),
+            _ => true,
+        });
         run.node.state = State::Running;
         run.node.start = Some(self.now);
         self.runs.insert(name.to_string(), run);
@@ -1098,7 +1111,14 @@ impl Engine {
         let s = &run.strategy;
         let ok =
             match t {
-                SkipTarget::Member(n) => self.members.contains_key(n),
+                SkipTarget::Member(n) => {
+                    // Checked against the run's selection as it would be if started now.
+                    let mut preview = run.clone();
+                    match self.build_tree(&mut preview, self.now) {
+                        Ok(()) => preview.member_index.contains_key(n),
+                        Err(_) => self.members.contains_key(n),
+                    }
+                }
                 SkipTarget::Stage(n) | SkipTarget::AfterStageWait(n) => {
                     s.stages.iter().any(|st| &st.name == n)
                 }
@@ -1414,6 +1434,9 @@ impl Engine {
     fn enter_group(&mut self, name: &str, si: usize, gi: usize) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
+        if !run.active() || run.stopping.is_some() {
+            return;
+        }
         let stage_name = run.stages[si].name.clone();
         let g = &mut run.stages[si].groups[gi];
         if g.phase != Phase::NotReached {
@@ -1637,15 +1660,23 @@ impl Engine {
             }
             // The group with the fewest members in flight gets the slot (ties: strategy order).
             let mut best: Option<(u32, usize, u32, Option<Decision>)> = None;
-            for gi in 0..stage.groups.len() {
-                let g = &self.runs[name].stages[si].groups[gi];
-                if g.phase != Phase::Body || g.failed || g.in_flight >= g.max_concurrency {
-                    continue;
-                }
-                if best.as_ref().is_some_and(|(inf, ..)| *inf <= g.in_flight) {
-                    continue;
-                }
-                let inf = g.in_flight;
+            let mut from = 0;
+            loop {
+                // The next group that could beat `best`: one run lookup per candidate check,
+                // not one per group.
+                let bound = best.as_ref().map(|(inf, ..)| *inf);
+                let groups = &self.runs[name].stages[si].groups;
+                let Some(gi) = (from..groups.len()).find(|&gi| {
+                    let g = &groups[gi];
+                    g.phase == Phase::Body
+                        && !g.failed
+                        && g.in_flight < g.max_concurrency
+                        && bound.is_none_or(|inf| g.in_flight < inf)
+                }) else {
+                    break;
+                };
+                let inf = groups[gi].in_flight;
+                from = gi + 1;
                 if let Some((mi, decided)) = self.next_candidate(name, si, gi) {
                     best = Some((inf, gi, mi, decided));
                 }
@@ -2573,6 +2604,7 @@ impl Engine {
 
     fn render(&self, run: &Run) -> RunStatus {
         let now = self.now;
+        let freeze = self.freezes.iter().find(|f| f.start <= now && now < f.end);
         let mut stages = Vec::with_capacity(run.stages.len());
         for (si, s) in run.stages.iter().enumerate() {
             let mut groups = Vec::with_capacity(s.groups.len());
@@ -2599,6 +2631,12 @@ impl Engine {
                                         reason: Reason::Stop,
                                         until: None,
                                         message: None,
+                                    }
+                                } else if let Some(f) = freeze {
+                                    WaitingOn {
+                                        reason: Reason::Freeze,
+                                        until: Some(f.end),
+                                        message: Some(format!("fleet freeze \"{}\"", f.name)),
                                     }
                                 } else {
                                     WaitingOn {

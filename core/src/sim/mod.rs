@@ -214,7 +214,10 @@ impl<E: EngineDriver> Simulation<E> {
             let a = a.clone();
             self.next_action += 1;
             let command = a.command(&self.run);
-            if let Err(e) = self.engine.handle_input(now, Input::Command(command)) {
+            let result = self.engine.handle_input(now, Input::Command(command));
+            // What the input's due timers did comes first: it may be why the action is refused.
+            self.drain();
+            if let Err(e) = result {
                 let mut ev = Event::new(now, EventKind::ActionRejected, "");
                 ev.action = Some(serde_json::to_value(&a).expect("action serialises"));
                 ev.error = Some(crate::state::StatusError {
