@@ -1046,7 +1046,12 @@ impl Engine {
         self.emit(Event::new(now, EventKind::RunResumed, name));
         let cur = self.runs[name].current;
         if let Some(stage) = self.runs[name].stages.get(cur) {
+            let in_body = stage.phase == Phase::Body;
             for gi in 0..stage.groups.len() {
+                // Groups a failure kept from being entered are entered now.
+                if in_body {
+                    self.enter_group(name, cur, gi);
+                }
                 self.requeue_group(name, cur, gi);
                 self.advance_group(name, cur, gi);
             }
@@ -1979,7 +1984,7 @@ impl Engine {
                     now,
                     EventKind::MemberStarted,
                     name,
-                    &stage_name,
+                    stage_name,
                     &g.name,
                     m,
                     None,
@@ -2012,7 +2017,7 @@ impl Engine {
                     now,
                     EventKind::MemberSkipped,
                     name,
-                    &stage_name,
+                    stage_name,
                     &g.name,
                     m,
                     Some(skip_reason(reason)),
@@ -2033,7 +2038,7 @@ impl Engine {
                     now,
                     EventKind::MemberFailed,
                     name,
-                    &stage_name,
+                    stage_name,
                     &g.name,
                     m,
                     None,
@@ -2094,7 +2099,7 @@ impl Engine {
                     now,
                     EventKind::MemberCompleted,
                     &run_name,
-                    &stage_name,
+                    stage_name,
                     &g.name,
                     m,
                     None,
@@ -2112,7 +2117,7 @@ impl Engine {
                     now,
                     EventKind::MemberFailed,
                     &run_name,
-                    &stage_name,
+                    stage_name,
                     &g.name,
                     m,
                     None,
