@@ -11,9 +11,46 @@ rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wa
 echo "== wasm artifacts"
 cargo build --release --target wasm32-unknown-unknown -p waverun-core-probe -p waverun-plugin
 
-# [browser package] (bindings/web): wasm-bindgen CLI, package generation — added by its issue.
+# [browser package] (bindings/web): the wasm-bindgen package (build.sh: pinned wasm-bindgen-cli,
+# wasm-opt from npm binaryen), then its tests under Node and headless Chromium; the differential
+# tests compare it with the native CLI (target/debug/waverun).
+echo "== browser package (bindings/web)"
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver) >/dev/null
+  else
+    echo "chromium is missing (apt-get install -y chromium chromium-driver): the browser test will fail"
+  fi
+fi
+(cd bindings/web && npm ci --no-audit --no-fund)
+bindings/web/build.sh
+cargo build -p waverun
+node --test bindings/web/test/
 
 echo "== rust tests"
 cargo test --workspace
 
-# [js and python hosts] — added by their issue.
+# [js and python hosts] — the plugin (bindings/plugin, bindings/ABI.md) under hosts nobody here
+# wrote: Node's own WebAssembly API and the wasmtime package from PyPI. Each runs every scenario
+# through the plugin (also with crashes and snapshots) and compares the report with
+# `waverun simulate -o json`, byte for byte.
+echo "== plugin imports"
+python3 .ci/wasm-imports.py target/wasm32-unknown-unknown/release/waverun_plugin.wasm \
+  --expect bindings/plugin/imports.txt
+
+echo "== plugin in Node (WebAssembly API)"
+node --test tests/js/
+
+echo "== plugin in Python (wasmtime 50.0.1)"
+PY_HOSTS=target/py-hosts
+PY="$PY_HOSTS/bin/python"
+wasmtime_pinned() { "$1" -c 'import importlib.metadata as m, sys; sys.exit(m.version("wasmtime") != "50.0.1")' 2>/dev/null; }
+if ! wasmtime_pinned "$PY"; then
+  if python3 -m venv "$PY_HOSTS" 2>/dev/null && "$PY" -m pip --version >/dev/null 2>&1; then
+    "$PY" -m pip install -q "wasmtime==50.0.1"
+  else
+    PY=python3 # no venv module here: install for the user instead
+    wasmtime_pinned "$PY" || "$PY" -m pip install -q --user "wasmtime==50.0.1"
+  fi
+fi
+PYTHONDONTWRITEBYTECODE=1 "$PY" -m unittest discover -s tests/python -v

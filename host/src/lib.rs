@@ -1,5 +1,8 @@
-//! The waverun host: reading files for the CLI (and, later, the daemon).
+//! The waverun host: reading files for the CLI (and, later, the daemon), and the runtime that
+//! runs the engine as a WebAssembly plugin in wasmtime ([`runtime`]).
 #![warn(missing_docs)]
+
+pub mod runtime;
 
 use serde::de::DeserializeOwned;
 use std::path::Path;

@@ -25,6 +25,12 @@ enum Format {
     Json,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum EngineKind {
+    Native,
+    Wasm,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario through the engine on a virtual clock and print the timeline, the final
@@ -35,6 +41,15 @@ enum Cmd {
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: Format,
+        /// Which engine decides: `native` (built in) or `wasm` (the WebAssembly plugin in
+        /// wasmtime, the same decisions through the plugin ABI).
+        #[arg(long, value_enum, default_value = "native")]
+        engine: EngineKind,
+        /// The plugin module for `--engine wasm` (default: $WAVERUN_PLUGIN, else
+        /// target/wasm32-unknown-unknown/release/waverun_plugin.wasm). Precompiled modules are
+        /// cached in $WAVERUN_CACHE_DIR or ~/.cache/waverun/modules.
+        #[arg(long, value_name = "PATH")]
+        plugin: Option<PathBuf>,
     },
     /// Check a strategy or a scenario: prints "valid" or every error with its field path.
     Validate {
@@ -65,9 +80,18 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Cmd::Simulate { file, output } => {
+        Cmd::Simulate {
+            file,
+            output,
+            engine,
+            plugin,
+        } => {
             let scenario = load_scenario(&file).map_err(anyhow::Error::msg)?;
-            let report = simulate(&scenario)?;
+            let report = match engine {
+                EngineKind::Native if plugin.is_some() => bail!("--plugin needs --engine wasm"),
+                EngineKind::Native => simulate(&scenario)?,
+                EngineKind::Wasm => simulate_wasm(&scenario, plugin)?,
+            };
             match output {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
                 Format::Text => print!("{}", render_text(&report)),
@@ -104,6 +128,27 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn simulate_wasm(
+    scenario: &waverun_core::sim::Scenario,
+    plugin: Option<PathBuf>,
+) -> Result<waverun_core::sim::SimulationReport> {
+    use waverun_host::runtime::{self, PluginRuntime, RuntimeConfig};
+    let path = plugin.unwrap_or_else(runtime::default_plugin_path);
+    if !path.is_file() {
+        bail!(
+            "plugin {} not found: build it with `cargo build --release --target \
+             wasm32-unknown-unknown -p waverun-plugin`, or name one with --plugin",
+            path.display()
+        );
+    }
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: runtime::default_cache_dir(),
+        ..RuntimeConfig::default()
+    })?;
+    let plugin = rt.load_file(&path)?;
+    Ok(runtime::simulate_plugin(&plugin, scenario)?)
 }
 
 fn render_plan(p: &waverun_core::plan::Plan) -> String {

@@ -1,1 +1,956 @@
-//! The waverun plugin (see bindings/ABI.md). Work in progress.
+//! # waverun-plugin: the engine as a WebAssembly plugin (`bindings/ABI.md`, ABI version 1)
+//!
+//! `waverun-core`, unchanged, behind a thin driver that turns the engine's outputs into host
+//! calls and host answers into engine inputs. Built for `wasm32-unknown-unknown` it is a plain
+//! core module whose only imports are the host's clock, cluster calls, persistence and log
+//! (module `waverun_host_v1`, listed in `bindings/plugin/imports.txt`).
+//!
+//! The logic lives in [`Plugin`], a plain struct generic over [`Host`] (the imports as a
+//! trait), so it is tested natively with an in-memory host. The `extern "C"` glue (exports,
+//! imports, buffers) is a thin layer compiled only for `wasm32` (module `wasm`).
+//!
+//! What the driver adds to the engine:
+//! - **JSON envelopes** (`{"v":1,"ok":true,"result":...}` / `{"v":1,"ok":false,"error":...}`)
+//!   and the ABI's error codes ([`Code`]);
+//! - **write-ahead journaling**: every state-changing input (`command` requests,
+//!   `waverun_deliver`, `waverun_wake`) is appended with `journal_append` *before* it is
+//!   applied; if the host does not confirm durability, the input is refused with
+//!   `PersistenceFailed` and nothing changes;
+//! - **snapshots** every [`SNAPSHOT_EVERY`] journal records and on request;
+//! - **restart**: `waverun_init` restores the snapshot, replays the journal without cluster calls
+//!   and then asks the host (`cluster_query`) about every operation still in flight, submitting
+//!   again those the host does not know;
+//! - **refused submissions**: when `cluster_submit` refuses an operation the driver journals and
+//!   applies an `upgradeFailed` observation for it; the member's error is reported with code
+//!   `ClusterSubmitFailed`.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+use chrono::DateTime;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use waverun_core::{
+    Command, Engine, Error, ErrorCode, Event, EventKind, FieldError, HostCommand, Input,
+    Observation, Output, RunStatus, Timestamp, UpgradeOperation,
+};
+
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+/// The ABI version this guest implements (`waverun_abi_version`).
+pub const ABI_VERSION: i32 = 1;
+
+/// A snapshot is written after this many journal records.
+pub const SNAPSHOT_EVERY: u64 = 1000;
+
+/// How the member error of an operation refused by `cluster_submit` begins. The engine records
+/// it as `UpgradeFailed`; the driver reports it as `ClusterSubmitFailed`.
+pub const SUBMIT_REFUSED: &str = "cluster_submit refused the operation";
+
+/// What `storage_read` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageKind {
+    /// The stored snapshot (`kind` 0).
+    Snapshot = 0,
+    /// The journal records after the snapshot, newline-separated (`kind` 1).
+    Journal = 1,
+}
+
+/// Log levels of the `log` import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// 0
+    Trace = 0,
+    /// 1
+    Debug = 1,
+    /// 2
+    Info = 2,
+    /// 3
+    Warn = 3,
+    /// 4
+    Error = 4,
+}
+
+/// The host: the imports of module `waverun_host_v1`, one method each (ABI section 3).
+pub trait Host {
+    /// `clock_now_ms`: milliseconds since the Unix epoch.
+    fn clock_now_ms(&mut self) -> i64;
+    /// `cluster_submit`: an *UpgradeOperation* (JSON); `0` = accepted.
+    fn cluster_submit(&mut self, operation: &str) -> i32;
+    /// `cluster_query`: `{"operationId": ...}`; `0` = known, `1` = unknown, else error.
+    fn cluster_query(&mut self, query: &str) -> i32;
+    /// `journal_append`: one journal record; `0` = durable.
+    fn journal_append(&mut self, record: &str) -> i32;
+    /// `snapshot_write`: replace the stored snapshot; `0` = durable.
+    fn snapshot_write(&mut self, snapshot: &str) -> i32;
+    /// `storage_read`, whole: `Ok(None)` when there is nothing, `Err(code)` when the host
+    /// answered with a negative value other than `-1`.
+    fn storage_read(&mut self, kind: StorageKind) -> Result<Option<Vec<u8>>, i32>;
+    /// `log`.
+    fn log(&mut self, level: LogLevel, message: &str);
+}
+
+/// The error codes of ABI section 5.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// An engine error code.
+    Engine(ErrorCode),
+    /// The argument is not a JSON envelope of this ABI.
+    BadEnvelope,
+    /// The envelope's `v` is not 1.
+    UnsupportedVersion,
+    /// A call came before `waverun_init`.
+    NotInitialized,
+    /// `journal_append` did not confirm durability; the input was not applied.
+    PersistenceFailed,
+    /// `cluster_submit` refused the operation (member status).
+    ClusterSubmitFailed,
+}
+
+impl Code {
+    /// The code as it appears in envelopes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Engine(c) => c.as_str(),
+            Code::BadEnvelope => "BadEnvelope",
+            Code::UnsupportedVersion => "UnsupportedVersion",
+            Code::NotInitialized => "NotInitialized",
+            Code::PersistenceFailed => "PersistenceFailed",
+            Code::ClusterSubmitFailed => "ClusterSubmitFailed",
+        }
+    }
+}
+
+/// A refusal, as the error envelope carries it.
+#[derive(Clone, Debug)]
+pub struct AbiError {
+    /// Code.
+    pub code: Code,
+    /// For humans.
+    pub message: String,
+    /// Field errors (the first one's path is the envelope's `path`).
+    pub fields: Vec<FieldError>,
+    /// Events the engine emitted before it refused (timers due at `now` fire first).
+    pub events: Vec<Event>,
+}
+
+impl AbiError {
+    fn new(code: Code, message: impl Into<String>) -> AbiError {
+        AbiError {
+            code,
+            message: message.into(),
+            fields: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn envelope(&self) -> String {
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code.as_str().into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(f) = self.fields.first() {
+            error.insert("path".into(), f.path.clone().into());
+        }
+        if self.fields.len() > 1 {
+            let fields = serde_json::to_value(&self.fields).expect("fields serialise");
+            error.insert("fields".into(), fields);
+        }
+        let error = Value::Object(error);
+        if self.events.is_empty() {
+            format!("{{\"v\":1,\"ok\":false,\"error\":{error}}}")
+        } else {
+            // Events as the engine's serde writes them (struct field order), not via a Value.
+            let events = serde_json::to_string(&self.events).expect("events serialise");
+            format!("{{\"v\":1,\"ok\":false,\"error\":{error},\"events\":{events}}}")
+        }
+    }
+}
+
+impl From<Error> for AbiError {
+    fn from(e: Error) -> AbiError {
+        AbiError {
+            code: Code::Engine(e.code),
+            message: e.message,
+            fields: e.fields,
+            events: Vec::new(),
+        }
+    }
+}
+
+fn bad(message: impl Into<String>) -> AbiError {
+    AbiError::new(Code::BadEnvelope, message)
+}
+
+fn invalid_snapshot(message: impl Into<String>) -> AbiError {
+    AbiError::new(Code::Engine(ErrorCode::InvalidSnapshot), message)
+}
+
+/// An observation in the ABI's JSON form (section 6: `{"type": "upgradeSucceeded",
+/// "operationId": ...}`). The core's own serde form of [`Observation`] names the fields of its
+/// variants in snake_case (`operation_id`); the driver speaks the ABI's camelCase and converts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "type"
+)]
+#[allow(missing_docs)]
+pub enum WireObservation {
+    UpgradeSucceeded {
+        operation_id: String,
+    },
+    UpgradeFailed {
+        operation_id: String,
+        message: String,
+    },
+    MemberObserved {
+        name: String,
+        kubernetes_version: String,
+        node_pools: Vec<waverun_core::NodePool>,
+    },
+    KubernetesReleased {
+        version: String,
+        region: String,
+        since: Timestamp,
+    },
+    NodeImageReleased {
+        version: String,
+        region: String,
+        since: Timestamp,
+    },
+}
+
+impl From<WireObservation> for Observation {
+    fn from(o: WireObservation) -> Observation {
+        match o {
+            WireObservation::UpgradeSucceeded { operation_id } => {
+                Observation::UpgradeSucceeded { operation_id }
+            }
+            WireObservation::UpgradeFailed {
+                operation_id,
+                message,
+            } => Observation::UpgradeFailed {
+                operation_id,
+                message,
+            },
+            WireObservation::MemberObserved {
+                name,
+                kubernetes_version,
+                node_pools,
+            } => Observation::MemberObserved {
+                name,
+                kubernetes_version,
+                node_pools,
+            },
+            WireObservation::KubernetesReleased {
+                version,
+                region,
+                since,
+            } => Observation::KubernetesReleased {
+                version,
+                region,
+                since,
+            },
+            WireObservation::NodeImageReleased {
+                version,
+                region,
+                since,
+            } => Observation::NodeImageReleased {
+                version,
+                region,
+                since,
+            },
+        }
+    }
+}
+
+impl From<Observation> for WireObservation {
+    fn from(o: Observation) -> WireObservation {
+        match o {
+            Observation::UpgradeSucceeded { operation_id } => {
+                WireObservation::UpgradeSucceeded { operation_id }
+            }
+            Observation::UpgradeFailed {
+                operation_id,
+                message,
+            } => WireObservation::UpgradeFailed {
+                operation_id,
+                message,
+            },
+            Observation::MemberObserved {
+                name,
+                kubernetes_version,
+                node_pools,
+            } => WireObservation::MemberObserved {
+                name,
+                kubernetes_version,
+                node_pools,
+            },
+            Observation::KubernetesReleased {
+                version,
+                region,
+                since,
+            } => WireObservation::KubernetesReleased {
+                version,
+                region,
+                since,
+            },
+            Observation::NodeImageReleased {
+                version,
+                region,
+                since,
+            } => WireObservation::NodeImageReleased {
+                version,
+                region,
+                since,
+            },
+        }
+    }
+}
+
+/// An input in the ABI's JSON form: `{"command": Command}`, `{"observation": Observation}` or
+/// `"timeout"`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs, clippy::large_enum_variant)]
+pub enum WireInput {
+    Command(Command),
+    Observation(WireObservation),
+    Timeout,
+}
+
+impl From<WireInput> for Input {
+    fn from(i: WireInput) -> Input {
+        match i {
+            WireInput::Command(c) => Input::Command(c),
+            WireInput::Observation(o) => Input::Observation(o.into()),
+            WireInput::Timeout => Input::Timeout,
+        }
+    }
+}
+
+impl From<Input> for WireInput {
+    fn from(i: Input) -> WireInput {
+        match i {
+            Input::Command(c) => WireInput::Command(c),
+            Input::Observation(o) => WireInput::Observation(o.into()),
+            Input::Timeout => WireInput::Timeout,
+        }
+    }
+}
+
+/// One journal record (ABI section 7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// 1, 2, 3, ...
+    pub seq: u64,
+    /// The instant the input was applied at.
+    pub now: Timestamp,
+    /// The input.
+    pub input: WireInput,
+}
+
+/// The stored snapshot document (ABI section 7).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SnapshotDoc {
+    v: u32,
+    journal_seq: u64,
+    engine: Value,
+    /// The payloads of the operations in flight, to submit them again after a restart.
+    #[serde(default)]
+    operations: Vec<UpgradeOperation>,
+}
+
+/// The initialised state.
+struct Active {
+    engine: Engine,
+    /// The last journal record's `seq`.
+    seq: u64,
+    /// `seq` at the last snapshot (written or attempted).
+    snapshot_seq: u64,
+    /// Payloads of the operations in flight, by id.
+    operations: BTreeMap<String, UpgradeOperation>,
+}
+
+/// The plugin: the engine, its journal position and the host.
+pub struct Plugin<H: Host> {
+    host: H,
+    active: Option<Active>,
+}
+
+type Envelope = Result<String, AbiError>;
+
+fn ok(result: impl Into<String>) -> String {
+    format!("{{\"v\":1,\"ok\":true,\"result\":{}}}", result.into())
+}
+
+fn envelope(r: Envelope) -> String {
+    match r {
+        Ok(result) => ok(result),
+        Err(e) => e.envelope(),
+    }
+}
+
+fn events_json(events: &[Event]) -> String {
+    format!(
+        "{{\"events\":{}}}",
+        serde_json::to_string(events).expect("events serialise")
+    )
+}
+
+/// Parses an envelope: a JSON object with `"v": 1`.
+fn parse_envelope(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, AbiError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+    let Value::Object(map) = value else {
+        return Err(bad("the envelope must be a JSON object"));
+    };
+    match map.get("v") {
+        None => Err(bad("the envelope has no \"v\"")),
+        Some(v) if v.as_u64() == Some(1) => Ok(map),
+        Some(v) => Err(AbiError::new(
+            Code::UnsupportedVersion,
+            format!("envelope version {v} is not supported; this guest implements version 1"),
+        )),
+    }
+}
+
+fn field<'a>(map: &'a serde_json::Map<String, Value>, name: &str) -> Result<&'a Value, AbiError> {
+    map.get(name)
+        .ok_or_else(|| bad(format!("the envelope has no \"{name}\"")))
+}
+
+fn string_field(map: &serde_json::Map<String, Value>, name: &str) -> Result<String, AbiError> {
+    field(map, name)?
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| bad(format!("\"{name}\" must be a string")))
+}
+
+fn is_submit_refusal(e: &waverun_core::state::StatusError) -> bool {
+    e.code == ErrorCode::UpgradeFailed.as_str() && e.message.starts_with(SUBMIT_REFUSED)
+}
+
+/// Reports the member failures the driver caused with its own code.
+fn mark_events(events: &mut [Event]) {
+    for ev in events {
+        if let Some(e) = &mut ev.error {
+            if ev.kind == EventKind::MemberFailed && is_submit_refusal(e) {
+                e.code = Code::ClusterSubmitFailed.as_str().to_string();
+            }
+        }
+    }
+}
+
+fn mark_status(status: &mut RunStatus) {
+    for s in &mut status.stages {
+        for g in &mut s.groups {
+            for m in &mut g.members {
+                if let Some(e) = &mut m.status.error {
+                    if is_submit_refusal(e) {
+                        e.code = Code::ClusterSubmitFailed.as_str().to_string();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What `cluster_submit` receives: `{"type": "startUpgrade", "operationId": ...}`.
+fn submit_json(op: &UpgradeOperation) -> String {
+    serde_json::to_string(&HostCommand::StartUpgrade(op.clone())).expect("operation serialises")
+}
+
+/// Milliseconds since the epoch, rounded up: waking at the result is never early.
+fn ceil_millis(t: Timestamp) -> i64 {
+    let ms = t.timestamp_millis();
+    if !t.timestamp_subsec_nanos().is_multiple_of(1_000_000) {
+        ms + 1
+    } else {
+        ms
+    }
+}
+
+impl<H: Host> Plugin<H> {
+    /// A plugin over `host`, not initialised yet.
+    pub fn new(host: H) -> Plugin<H> {
+        Plugin { host, active: None }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// The host, mutably.
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
+
+    /// Gives the host back (a "crash": the engine state is dropped).
+    pub fn into_host(self) -> H {
+        self.host
+    }
+
+    /// The engine, once initialised (for inspection).
+    pub fn engine(&self) -> Option<&Engine> {
+        self.active.as_ref().map(|a| &a.engine)
+    }
+
+    /// The last journal record's `seq`, once initialised.
+    pub fn journal_seq(&self) -> Option<u64> {
+        self.active.as_ref().map(|a| a.seq)
+    }
+
+    /// `waverun_abi_version`.
+    pub fn abi_version(&self) -> i32 {
+        ABI_VERSION
+    }
+
+    // ------------------------------------------------------------------ exports
+
+    /// `waverun_init`: restore the snapshot, replay the journal (no cluster calls), then query
+    /// every operation in flight and submit again those the host does not know.
+    pub fn init(&mut self) -> String {
+        envelope(self.init_inner())
+    }
+
+    /// `waverun_request`.
+    pub fn request(&mut self, bytes: &[u8]) -> String {
+        envelope(self.request_inner(bytes))
+    }
+
+    /// `waverun_deliver`.
+    pub fn deliver(&mut self, bytes: &[u8]) -> String {
+        envelope(self.deliver_inner(bytes))
+    }
+
+    /// `waverun_wake`.
+    pub fn wake(&mut self) -> String {
+        envelope(self.wake_inner())
+    }
+
+    /// `waverun_status`.
+    pub fn status(&mut self, bytes: &[u8]) -> String {
+        envelope(parse_envelope(bytes).and_then(|env| {
+            let run = string_field(&env, "run")?;
+            self.status_json(&run)
+        }))
+    }
+
+    /// `waverun_next_wakeup`: milliseconds since the epoch, `-1` for never (or before init).
+    pub fn next_wakeup(&mut self) -> i64 {
+        self.active
+            .as_ref()
+            .and_then(|a| a.engine.poll_timeout())
+            .map_or(-1, |w| ceil_millis(w.at))
+    }
+
+    // ------------------------------------------------------------------ init
+
+    fn init_inner(&mut self) -> Envelope {
+        if self.active.is_some() {
+            return Err(AbiError::new(
+                Code::Engine(ErrorCode::InvalidState),
+                "waverun_init was already called; it is called once, first",
+            ));
+        }
+        let clock = self.clock();
+        let snapshot = self
+            .host
+            .storage_read(StorageKind::Snapshot)
+            .map_err(|c| invalid_snapshot(format!("storage_read(snapshot) returned {c}")))?;
+        let journal = self
+            .host
+            .storage_read(StorageKind::Journal)
+            .map_err(|c| invalid_snapshot(format!("storage_read(journal) returned {c}")))?;
+
+        let (engine, snap_seq, operations) = match snapshot {
+            Some(bytes) => {
+                let doc: SnapshotDoc = serde_json::from_slice(&bytes)
+                    .map_err(|e| invalid_snapshot(format!("snapshot: {e}")))?;
+                if doc.v != 1 {
+                    return Err(invalid_snapshot(format!(
+                        "snapshot: version {} is not supported",
+                        doc.v
+                    )));
+                }
+                let engine = Engine::restore(&doc.engine.to_string())?;
+                let ops = doc
+                    .operations
+                    .into_iter()
+                    .map(|op| (op.operation_id.clone(), op))
+                    .collect();
+                (Some(engine), doc.journal_seq, ops)
+            }
+            None => (None, 0, BTreeMap::new()),
+        };
+
+        let mut records = Vec::new();
+        if let Some(bytes) = journal {
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|e| invalid_snapshot(format!("journal: not UTF-8: {e}")))?;
+            let mut expected = snap_seq + 1;
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let r: Record = serde_json::from_str(line)
+                    .map_err(|e| invalid_snapshot(format!("journal line {}: {e}", i + 1)))?;
+                if r.seq <= snap_seq {
+                    continue; // covered by the snapshot; the host may keep such records
+                }
+                if r.seq != expected {
+                    return Err(invalid_snapshot(format!(
+                        "journal line {}: record {} where record {expected} was expected",
+                        i + 1,
+                        r.seq
+                    )));
+                }
+                expected += 1;
+                records.push(r);
+            }
+        }
+
+        // A fresh engine starts no later than the first record it replays.
+        let engine = engine
+            .unwrap_or_else(|| Engine::new(records.first().map_or(clock, |r: &Record| r.now)));
+        self.active = Some(Active {
+            engine,
+            seq: snap_seq,
+            snapshot_seq: snap_seq,
+            operations,
+        });
+
+        let replayed = records.len();
+        for r in records {
+            let a = self.active.as_mut().expect("initialised");
+            a.seq = r.seq;
+            let _ = a.engine.handle_input(r.now, r.input.into());
+            self.drain(false);
+        }
+
+        // Every operation in flight: does the host know it?
+        let in_flight: Vec<String> = self
+            .engine_ref()
+            .operations_in_flight()
+            .map(|(op, _, _)| op.to_string())
+            .collect();
+        let mut events = Vec::new();
+        let mut refused = Vec::new();
+        for id in &in_flight {
+            let query = serde_json::json!({ "operationId": id }).to_string();
+            let answer = self.host.cluster_query(&query);
+            if answer == 0 {
+                continue;
+            }
+            let op = self.active.as_ref().and_then(|a| a.operations.get(id));
+            let Some(op) = op else {
+                self.host.log(
+                    LogLevel::Error,
+                    &format!("operation {id} is in flight but its payload is unknown; cannot submit it again"),
+                );
+                continue;
+            };
+            let json = submit_json(op);
+            self.host.log(
+                LogLevel::Info,
+                &format!("operation {id}: cluster_query answered {answer}; submitting it again"),
+            );
+            let rc = self.host.cluster_submit(&json);
+            if rc != 0 {
+                refused.push((id.clone(), rc));
+            }
+        }
+        let now = clock.max(self.engine_ref().now());
+        self.record_refusals(now, refused, &mut events);
+        mark_events(&mut events);
+
+        let a = self.active.as_ref().expect("initialised");
+        self.host.log(
+            LogLevel::Info,
+            &format!(
+                "waverun plugin initialised: journalSeq {}, replayed {replayed}, in flight {}",
+                a.seq,
+                in_flight.len()
+            ),
+        );
+        Ok(format!(
+            "{{\"journalSeq\":{},\"replayed\":{replayed},\"inFlight\":{},\"events\":{}}}",
+            a.seq,
+            in_flight.len(),
+            serde_json::to_string(&events).expect("events serialise")
+        ))
+    }
+
+    // ------------------------------------------------------------------ requests
+
+    fn request_inner(&mut self, bytes: &[u8]) -> Envelope {
+        let env = parse_envelope(bytes)?;
+        let Some(Value::Object(req)) = env.get("request") else {
+            return Err(bad("the envelope has no \"request\" object"));
+        };
+        let kind = req
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("the request has no \"type\""))?;
+        if kind == "ping" {
+            return Ok("{}".to_string());
+        }
+        self.require_init()?;
+        match kind {
+            "command" => {
+                let value = field(req, "command")?.clone();
+                let command: Command = serde_json::from_value(value)
+                    .map_err(|e| bad(format!("request.command: {e}")))?;
+                let events = self.apply(Input::Command(command))?;
+                Ok(events_json(&events))
+            }
+            "status" => {
+                let run = string_field(req, "run")?;
+                self.status_json(&run)
+            }
+            "plan" => {
+                let run = string_field(req, "run")?;
+                let plan = self.engine_ref().plan(&run)?;
+                Ok(serde_json::to_string(&plan).expect("plan serialises"))
+            }
+            "runs" => {
+                let engine = self.engine_ref();
+                let runs: Vec<Value> = engine
+                    .run_names()
+                    .map(|n| serde_json::json!({ "name": n, "state": engine.run_state(n) }))
+                    .collect();
+                Ok(serde_json::json!({ "runs": runs }).to_string())
+            }
+            "nextWakeup" => {
+                let w = self.engine_ref().poll_timeout();
+                Ok(match w {
+                    Some(w) => serde_json::to_string(&w).expect("wakeup serialises"),
+                    None => r#"{"at":null,"reason":null,"run":null}"#.to_string(),
+                })
+            }
+            "snapshot" => {
+                let (doc, rc) = self.write_snapshot();
+                if rc != 0 {
+                    self.host.log(
+                        LogLevel::Warn,
+                        &format!("snapshot_write returned {rc}; the journal still has everything"),
+                    );
+                }
+                Ok(doc)
+            }
+            other => Err(bad(format!(
+                "unknown request type \"{other}\" (ping, command, status, plan, runs, nextWakeup, snapshot)"
+            ))),
+        }
+    }
+
+    fn deliver_inner(&mut self, bytes: &[u8]) -> Envelope {
+        let env = parse_envelope(bytes)?;
+        let value = field(&env, "observation")?.clone();
+        let observation: WireObservation =
+            serde_json::from_value(value).map_err(|e| bad(format!("observation: {e}")))?;
+        self.require_init()?;
+        let events = self.apply(Input::Observation(observation.into()))?;
+        Ok(events_json(&events))
+    }
+
+    fn wake_inner(&mut self) -> Envelope {
+        self.require_init()?;
+        let now = self.clock();
+        let engine = self.engine_ref();
+        let due = engine.poll_timeout().is_some_and(|w| w.at <= now);
+        if !due && now <= engine.now() {
+            // Nothing due and no time passed: nothing to apply, nothing to journal.
+            return Ok(events_json(&[]));
+        }
+        let events = self.apply_at(now, Input::Timeout)?;
+        Ok(events_json(&events))
+    }
+
+    fn status_json(&mut self, run: &str) -> Envelope {
+        self.require_init()?;
+        let mut status = self.engine_ref().run_status(run)?;
+        mark_status(&mut status);
+        Ok(serde_json::to_string(&status).expect("status serialises"))
+    }
+
+    // ------------------------------------------------------------------ the write-ahead path
+
+    fn require_init(&self) -> Result<(), AbiError> {
+        if self.active.is_none() {
+            return Err(AbiError::new(
+                Code::NotInitialized,
+                "call waverun_init first",
+            ));
+        }
+        Ok(())
+    }
+
+    fn engine_ref(&self) -> &Engine {
+        &self.active.as_ref().expect("initialised").engine
+    }
+
+    /// The host's clock; an earlier time than the engine's counts as the engine's (the engine
+    /// does the same, and the journal records the instant actually used).
+    fn clock(&mut self) -> Timestamp {
+        let ms = self.host.clock_now_ms();
+        let t = DateTime::from_timestamp_millis(ms);
+        match (&self.active, t) {
+            (Some(a), Some(t)) => t.max(a.engine.now()),
+            (Some(a), None) => a.engine.now(),
+            (None, Some(t)) => t,
+            (None, None) => DateTime::UNIX_EPOCH,
+        }
+    }
+
+    fn apply(&mut self, input: Input) -> Result<Vec<Event>, AbiError> {
+        let now = self.clock();
+        self.apply_at(now, input)
+    }
+
+    /// Journals `input`, applies it, submits what it starts, records refused submissions and
+    /// snapshots when due. Returns the events (also when the engine refused the input).
+    fn apply_at(&mut self, now: Timestamp, input: Input) -> Result<Vec<Event>, AbiError> {
+        self.journal(now, &input)?;
+        let a = self.active.as_mut().expect("initialised");
+        let result = a.engine.handle_input(now, input);
+        let (mut events, refused) = self.drain(true);
+        self.record_refusals(now, refused, &mut events);
+        self.maybe_snapshot();
+        mark_events(&mut events);
+        match result {
+            Ok(()) => Ok(events),
+            Err(e) => {
+                let mut err = AbiError::from(e);
+                err.events = events;
+                Err(err)
+            }
+        }
+    }
+
+    fn journal(&mut self, now: Timestamp, input: &Input) -> Result<(), AbiError> {
+        let a = self.active.as_mut().expect("initialised");
+        let record = Record {
+            seq: a.seq + 1,
+            now,
+            input: input.clone().into(),
+        };
+        let json = serde_json::to_string(&record).expect("record serialises");
+        let rc = self.host.journal_append(&json);
+        if rc != 0 {
+            return Err(AbiError::new(
+                Code::PersistenceFailed,
+                format!("journal_append returned {rc}: the input was not applied"),
+            ));
+        }
+        self.active.as_mut().expect("initialised").seq += 1;
+        Ok(())
+    }
+
+    /// Drains the engine's outputs: events are returned, operations are remembered and (when
+    /// `live`) submitted; returns the operations the host refused with its answer.
+    fn drain(&mut self, live: bool) -> (Vec<Event>, Vec<(String, i32)>) {
+        let mut events = Vec::new();
+        let mut refused = Vec::new();
+        loop {
+            let a = self.active.as_mut().expect("initialised");
+            let Some(out) = a.engine.poll_output() else {
+                break;
+            };
+            match out {
+                Output::Event(ev) => events.push(ev),
+                Output::Command(HostCommand::StartUpgrade(op)) => {
+                    let json = live.then(|| submit_json(&op));
+                    let id = op.operation_id.clone();
+                    a.operations.insert(id.clone(), op);
+                    if let Some(json) = json {
+                        let rc = self.host.cluster_submit(&json);
+                        if rc != 0 {
+                            refused.push((id, rc));
+                        }
+                    }
+                }
+            }
+        }
+        // Forget the payloads of operations no longer in flight.
+        let a = self.active.as_mut().expect("initialised");
+        if a.operations.len() != a.engine.operations_in_flight().count() {
+            let live_ops: BTreeSet<&str> = a
+                .engine
+                .operations_in_flight()
+                .map(|(id, _, _)| id)
+                .collect();
+            a.operations.retain(|id, _| live_ops.contains(id.as_str()));
+        }
+        (events, refused)
+    }
+
+    /// Records each refused submission as a failed upgrade (journaled like any input). If the
+    /// journal refuses, the operation stays in flight: after a restart it is queried and
+    /// submitted again.
+    fn record_refusals(
+        &mut self,
+        now: Timestamp,
+        mut refused: Vec<(String, i32)>,
+        events: &mut Vec<Event>,
+    ) {
+        while !refused.is_empty() {
+            let mut next = Vec::new();
+            for (id, rc) in refused {
+                let input = Input::Observation(Observation::UpgradeFailed {
+                    operation_id: id.clone(),
+                    message: format!("{SUBMIT_REFUSED} (the host answered {rc})"),
+                });
+                if let Err(e) = self.journal(now, &input) {
+                    self.host.log(
+                        LogLevel::Error,
+                        &format!("operation {id} was refused by the host and its failure could not be journaled ({}); it stays in flight until a restart", e.message),
+                    );
+                    continue;
+                }
+                let a = self.active.as_mut().expect("initialised");
+                let _ = a.engine.handle_input(now, input);
+                let (evs, more) = self.drain(true);
+                events.extend(evs);
+                next.extend(more);
+            }
+            refused = next;
+        }
+    }
+
+    fn maybe_snapshot(&mut self) {
+        let a = self.active.as_ref().expect("initialised");
+        if a.seq - a.snapshot_seq >= SNAPSHOT_EVERY {
+            let (_, rc) = self.write_snapshot();
+            if rc != 0 {
+                self.host.log(
+                    LogLevel::Warn,
+                    &format!("snapshot_write returned {rc}; the journal still has everything"),
+                );
+            }
+        }
+    }
+
+    /// Writes a snapshot; returns the document and the host's answer.
+    fn write_snapshot(&mut self) -> (String, i32) {
+        let a = self.active.as_mut().expect("initialised");
+        let ops: Vec<&UpgradeOperation> = a.operations.values().collect();
+        let doc = format!(
+            "{{\"v\":1,\"journalSeq\":{},\"engine\":{},\"operations\":{}}}",
+            a.seq,
+            a.engine.snapshot(),
+            serde_json::to_string(&ops).expect("operations serialise")
+        );
+        a.snapshot_seq = a.seq;
+        let rc = self.host.snapshot_write(&doc);
+        (doc, rc)
+    }
+}
+
+#[cfg(test)]
+mod tests;

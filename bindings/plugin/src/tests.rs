@@ -1,0 +1,811 @@
+//! The driver against an in-memory host: envelopes, write-ahead journaling, snapshots, crash and
+//! replay, and every scenario file simulated through the plugin (with and without crashes)
+//! compared with the native simulator.
+
+use super::*;
+use serde_json::json;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use waverun_core::sim::{simulate, EngineDriver, Scenario, Simulation};
+use waverun_core::State;
+
+// ---------------------------------------------------------------------- the in-memory host
+
+/// Storage, a cluster that remembers submissions, a clock; knobs to make each import fail.
+#[derive(Default)]
+struct MemHost {
+    now_ms: i64,
+    journal: Vec<String>,
+    snapshot: Option<String>,
+    snapshots_written: u32,
+    /// Submitted payloads, in order (drained by the simulation driver).
+    submitted: Vec<UpgradeOperation>,
+    submit_calls: u32,
+    known: BTreeSet<String>,
+    queried: Vec<String>,
+    /// `journal_append` answers this when non-zero.
+    append_fails: i32,
+    /// `cluster_submit` answers this when non-zero.
+    submit_fails: i32,
+    /// `cluster_query` answers 1 (unknown) for everything.
+    forget: bool,
+    logs: Vec<(LogLevel, String)>,
+}
+
+impl Host for MemHost {
+    fn clock_now_ms(&mut self) -> i64 {
+        self.now_ms
+    }
+    fn cluster_submit(&mut self, operation: &str) -> i32 {
+        self.submit_calls += 1;
+        if self.submit_fails != 0 {
+            return self.submit_fails;
+        }
+        let cmd: HostCommand = serde_json::from_str(operation).expect("a startUpgrade");
+        let HostCommand::StartUpgrade(op) = cmd;
+        if self.known.insert(op.operation_id.clone()) {
+            self.submitted.push(op);
+        }
+        0
+    }
+    fn cluster_query(&mut self, query: &str) -> i32 {
+        let q: Value = serde_json::from_str(query).unwrap();
+        let id = q["operationId"].as_str().unwrap().to_string();
+        self.queried.push(id.clone());
+        if self.forget || !self.known.contains(&id) {
+            1
+        } else {
+            0
+        }
+    }
+    fn journal_append(&mut self, record: &str) -> i32 {
+        if self.append_fails != 0 {
+            return self.append_fails;
+        }
+        let r: Record = serde_json::from_str(record).expect("a journal record");
+        assert_eq!(r.seq, self.journal.len() as u64 + 1 + self.dropped(), "seq");
+        self.journal.push(record.to_string());
+        0
+    }
+    fn snapshot_write(&mut self, snapshot: &str) -> i32 {
+        let doc: Value = serde_json::from_str(snapshot).unwrap();
+        assert_eq!(doc["v"], 1);
+        let n = doc["journalSeq"].as_u64().unwrap();
+        self.snapshot = Some(snapshot.to_string());
+        self.snapshots_written += 1;
+        // The host MAY drop the records the snapshot covers; this one does.
+        self.journal.retain(|r| seq_of(r) > n);
+        0
+    }
+    fn storage_read(&mut self, kind: StorageKind) -> Result<Option<Vec<u8>>, i32> {
+        Ok(match kind {
+            StorageKind::Snapshot => self.snapshot.clone().map(String::into_bytes),
+            StorageKind::Journal if self.journal.is_empty() => None,
+            StorageKind::Journal => Some(self.journal.join("\n").into_bytes()),
+        })
+    }
+    fn log(&mut self, level: LogLevel, message: &str) {
+        self.logs.push((level, message.to_string()));
+    }
+}
+
+impl MemHost {
+    fn at(t: &str) -> MemHost {
+        MemHost {
+            now_ms: ts(t).timestamp_millis(),
+            ..MemHost::default()
+        }
+    }
+    fn dropped(&self) -> u64 {
+        self.snapshot.as_ref().map_or(0, |s| {
+            serde_json::from_str::<Value>(s).unwrap()["journalSeq"]
+                .as_u64()
+                .unwrap()
+        })
+    }
+}
+
+fn seq_of(record: &str) -> u64 {
+    serde_json::from_str::<Value>(record).unwrap()["seq"]
+        .as_u64()
+        .unwrap()
+}
+
+fn ts(t: &str) -> Timestamp {
+    t.parse().expect("RFC 3339")
+}
+
+fn parse(envelope: &str) -> Value {
+    let v: Value = serde_json::from_str(envelope).expect("an envelope is JSON");
+    assert_eq!(v["v"], 1, "{envelope}");
+    v
+}
+
+fn ok_result(envelope: &str) -> Value {
+    let v = parse(envelope);
+    assert_eq!(v["ok"], true, "{envelope}");
+    v["result"].clone()
+}
+
+fn err_code(envelope: &str) -> String {
+    let v = parse(envelope);
+    assert_eq!(v["ok"], false, "{envelope}");
+    v["error"]["code"].as_str().unwrap().to_string()
+}
+
+fn command(c: Value) -> Vec<u8> {
+    json!({"v": 1, "request": {"type": "command", "command": c}})
+        .to_string()
+        .into_bytes()
+}
+
+fn request(r: Value) -> Vec<u8> {
+    json!({"v": 1, "request": r}).to_string().into_bytes()
+}
+
+fn deliver(o: Value) -> Vec<u8> {
+    json!({"v": 1, "observation": o}).to_string().into_bytes()
+}
+
+/// Restarts the guest on the same host, as after a trap: a fresh plugin and `waverun_init`.
+fn crash(p: Plugin<MemHost>) -> (Plugin<MemHost>, Value) {
+    let mut fresh = Plugin::new(p.into_host());
+    let init = ok_result(&fresh.init());
+    (fresh, init)
+}
+
+fn snapshot_of(p: &Plugin<MemHost>) -> String {
+    p.engine().expect("initialised").snapshot()
+}
+
+// ---------------------------------------------------------------------- a small fleet
+
+const START: &str = "2026-12-07T00:00:00Z";
+
+fn member(name: &str, group: &str) -> Value {
+    json!({
+        "name": name, "group": group, "region": "eastus", "kubernetesVersion": "1.30.4",
+        "nodePools": [{"name": "system", "osType": "Linux",
+                       "imageVersion": "AKSUbuntu-2204gen2containerd-202411.03.0"}]
+    })
+}
+
+/// Three members in two stages (approval gate before the second), a run `r1` started.
+fn started_plugin() -> Plugin<MemHost> {
+    let mut p = Plugin::new(MemHost::at(START));
+    ok_result(&p.init());
+    let setup = [
+        json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.31.2", "available": {"*": START}}],
+            "nodeImages": [{"version": "AKSUbuntu-2204gen2containerd-202411.03.0", "available": {"*": START}}]}}),
+        json!({"type": "upsertMember", "member": member("dev-1", "dev")}),
+        json!({"type": "upsertMember", "member": member("prod-1", "prod")}),
+        json!({"type": "upsertMember", "member": member("prod-2", "prod")}),
+        json!({"type": "createRun", "run": {
+            "name": "r1",
+            "strategy": {"stages": [
+                {"name": "test", "groups": [{"name": "dev"}]},
+                {"name": "production", "beforeGates": [{"type": "Approval"}],
+                 "groups": [{"name": "prod", "maxConcurrency": "2"}]}]},
+            "managedClusterUpdate": {"upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"},
+                                     "nodeImageSelection": {"type": "Latest"}}}}),
+        json!({"type": "startRun", "name": "r1"}),
+    ];
+    for c in setup {
+        ok_result(&p.request(&command(c)));
+    }
+    p
+}
+
+fn succeed(p: &mut Plugin<MemHost>, op: &str) -> Value {
+    ok_result(&p.deliver(&deliver(
+        json!({"type": "upgradeSucceeded", "operationId": op}),
+    )))
+}
+
+fn kinds(events: &Value) -> Vec<String> {
+    events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+// ---------------------------------------------------------------------- envelopes
+
+#[test]
+fn abi_version_is_1() {
+    assert_eq!(Plugin::new(MemHost::default()).abi_version(), 1);
+}
+
+#[test]
+fn envelope_errors() {
+    let mut p = Plugin::new(MemHost::at(START));
+    // Before init: ping works, everything else is NotInitialized.
+    assert_eq!(
+        ok_result(&p.request(&request(json!({"type": "ping"})))),
+        json!({})
+    );
+    for env in [
+        p.request(&request(json!({"type": "runs"}))),
+        p.request(&command(json!({"type": "startRun", "name": "r1"}))),
+        p.deliver(&deliver(
+            json!({"type": "upgradeSucceeded", "operationId": "r1/x"}),
+        )),
+        p.wake(),
+        p.status(br#"{"v":1,"run":"r1"}"#),
+    ] {
+        assert_eq!(err_code(&env), "NotInitialized");
+    }
+    assert_eq!(p.next_wakeup(), -1);
+    ok_result(&p.init());
+    assert_eq!(err_code(&p.init()), "InvalidState", "init is called once");
+
+    assert_eq!(err_code(&p.request(b"not json")), "BadEnvelope");
+    assert_eq!(err_code(&p.request(b"\xff\xfe")), "BadEnvelope");
+    assert_eq!(err_code(&p.request(b"[1]")), "BadEnvelope");
+    assert_eq!(
+        err_code(&p.request(br#"{"request":{"type":"ping"}}"#)),
+        "BadEnvelope"
+    );
+    assert_eq!(
+        err_code(&p.request(br#"{"v":2,"request":{"type":"ping"}}"#)),
+        "UnsupportedVersion"
+    );
+    assert_eq!(
+        err_code(&p.request(br#"{"v":"1","request":{"type":"ping"}}"#)),
+        "UnsupportedVersion"
+    );
+    assert_eq!(err_code(&p.request(br#"{"v":1}"#)), "BadEnvelope");
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "fly"})))),
+        "BadEnvelope"
+    );
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "status"})))),
+        "BadEnvelope"
+    );
+    assert_eq!(
+        err_code(&p.request(&command(json!({"type": "launch"})))),
+        "BadEnvelope"
+    );
+    assert_eq!(
+        err_code(&p.deliver(br#"{"v":1,"observation":{"type":"x"}}"#)),
+        "BadEnvelope"
+    );
+    assert_eq!(err_code(&p.status(br#"{"v":1}"#)), "BadEnvelope");
+    // Unknown fields are ignored.
+    assert_eq!(
+        ok_result(&p.request(br#"{"v":1,"extra":true,"request":{"type":"ping","x":1}}"#)),
+        json!({})
+    );
+    // Nothing refused above reached the journal.
+    assert!(p.host().journal.is_empty());
+
+    // Engine errors keep their code; field errors carry a path.
+    assert_eq!(err_code(&p.status(br#"{"v":1,"run":"nope"}"#)), "NotFound");
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "plan", "run": "nope"})))),
+        "NotFound"
+    );
+    let mut m = member("m-1", "g");
+    m["nodePools"][0]["imageVersion"] = json!("bogus");
+    m["kubernetesVersion"] = json!("one.two");
+    let e = parse(&p.request(&command(json!({"type": "upsertMember", "member": m}))));
+    assert_eq!(e["error"]["code"], "InvalidField", "{e}");
+    assert!(
+        e["error"]["path"]
+            .as_str()
+            .unwrap()
+            .contains("kubernetesVersion"),
+        "{e}"
+    );
+    assert_eq!(
+        err_code(&p.request(&command(json!({"type": "startRun", "name": "nope"})))),
+        "NotFound"
+    );
+}
+
+#[test]
+fn requests() {
+    let mut p = started_plugin();
+    let runs = ok_result(&p.request(&request(json!({"type": "runs"}))));
+    assert_eq!(runs, json!({"runs": [{"name": "r1", "state": "Running"}]}));
+    let status = ok_result(&p.request(&request(json!({"type": "status", "run": "r1"}))));
+    assert_eq!(status, ok_result(&p.status(br#"{"v":1,"run":"r1"}"#)));
+    assert_eq!(
+        status["stages"][0]["groups"][0]["members"][0]["status"]["state"],
+        "Running"
+    );
+    let plan = ok_result(&p.request(&request(json!({"type": "plan", "run": "r1"}))));
+    assert_eq!(plan["run"], "r1");
+    assert_eq!(
+        ok_result(&p.request(&request(json!({"type": "nextWakeup"})))),
+        json!({"at": null, "reason": null, "run": null})
+    );
+    let snap = ok_result(&p.request(&request(json!({"type": "snapshot"}))));
+    assert_eq!(snap["v"], 1);
+    assert_eq!(snap["journalSeq"], 6);
+    assert_eq!(snap["operations"][0]["operationId"], "r1/dev-1");
+    assert_eq!(p.host().snapshot.as_deref().map(parse_any), Some(snap));
+    assert!(
+        p.host().journal.is_empty(),
+        "this host drops covered records"
+    );
+}
+
+fn parse_any(s: &str) -> Value {
+    serde_json::from_str(s).unwrap()
+}
+
+/// One member behind a scheduled-start gate opening at 09:00 the same day; run `r1` started.
+fn scheduled_plugin() -> Plugin<MemHost> {
+    let mut p = Plugin::new(MemHost::at(START));
+    ok_result(&p.init());
+    for c in [
+        json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.31.2", "available": {"*": START}}],
+            "nodeImages": [{"version": "AKSUbuntu-2204gen2containerd-202411.03.0", "available": {"*": START}}]}}),
+        json!({"type": "upsertMember", "member": member("a", "g")}),
+        json!({"type": "createRun", "run": {"name": "r1",
+            "strategy": {"stages": [{"name": "s", "groups": [{"name": "g", "beforeGates": [
+                {"type": "ScheduledStart", "scheduledStartConfiguration":
+                    {"startDay": "Monday", "startTime": "09:00", "utcOffset": "+00:00"}}]}]}]},
+            "managedClusterUpdate": {"upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"}}}}),
+        json!({"type": "startRun", "name": "r1"}),
+    ] {
+        ok_result(&p.request(&command(c)));
+    }
+    p
+}
+
+#[test]
+fn wake_and_next_wakeup() {
+    let mut p = scheduled_plugin();
+    let at = ts("2026-12-07T09:00:00Z").timestamp_millis();
+    assert_eq!(p.next_wakeup(), at);
+    let w = ok_result(&p.request(&request(json!({"type": "nextWakeup"}))));
+    assert_eq!(w["at"], "2026-12-07T09:00:00Z");
+    assert_eq!(w["reason"], "ScheduledGate");
+    let seq = p.journal_seq().unwrap();
+    // Early wake with no time passed: nothing applied, nothing journaled.
+    assert_eq!(ok_result(&p.wake()), json!({"events": []}));
+    assert_eq!(p.journal_seq(), Some(seq));
+    // Early wake after time passed: journaled (the engine's clock moves), nothing fires.
+    p.host_mut().now_ms = at - 1000;
+    assert_eq!(ok_result(&p.wake()), json!({"events": []}));
+    assert_eq!(p.journal_seq(), Some(seq + 1));
+    p.host_mut().now_ms = at;
+    let ev = ok_result(&p.wake());
+    assert!(kinds(&ev).contains(&"GateCompleted".to_string()), "{ev}");
+    assert!(kinds(&ev).contains(&"MemberStarted".to_string()), "{ev}");
+    assert_eq!(p.host().submitted.len(), 1);
+    assert_eq!(p.next_wakeup(), -1);
+    let last: Record = serde_json::from_str(p.host().journal.last().unwrap()).unwrap();
+    assert_eq!(last.input, WireInput::Timeout);
+    assert_eq!(last.now, ts("2026-12-07T09:00:00Z"));
+}
+
+// ---------------------------------------------------------------------- write-ahead journal
+
+#[test]
+fn persistence_failed_leaves_state_untouched() {
+    let mut p = started_plugin();
+    let before = snapshot_of(&p);
+    let seq = p.journal_seq();
+    let records = p.host().journal.len();
+    let submits = p.host().submit_calls;
+    p.host_mut().append_fails = 5;
+    p.host_mut().now_ms += 30 * 60_000;
+    let e = parse(&p.deliver(&deliver(
+        json!({"type": "upgradeSucceeded", "operationId": "r1/dev-1"}),
+    )));
+    assert_eq!(e["error"]["code"], "PersistenceFailed", "{e}");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("returned 5"));
+    assert_eq!(
+        err_code(&p.request(&command(json!({"type": "stopRun", "name": "r1"})))),
+        "PersistenceFailed"
+    );
+    assert_eq!(err_code(&p.wake()), "PersistenceFailed");
+    assert_eq!(snapshot_of(&p), before, "nothing applied");
+    assert_eq!(p.journal_seq(), seq);
+    assert_eq!(p.host().journal.len(), records);
+    assert_eq!(p.host().submit_calls, submits);
+    // Queries still work; once the journal works again, so does the input.
+    ok_result(&p.status(br#"{"v":1,"run":"r1"}"#));
+    p.host_mut().append_fails = 0;
+    let ev = succeed(&mut p, "r1/dev-1");
+    assert!(kinds(&ev).contains(&"MemberCompleted".to_string()), "{ev}");
+    assert_eq!(p.journal_seq(), seq.map(|s| s + 1));
+}
+
+#[test]
+fn journal_records_are_write_ahead_and_replay_exactly() {
+    let mut p = started_plugin();
+    let rec: Vec<Record> = p
+        .host()
+        .journal
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap())
+        .collect();
+    assert_eq!(
+        rec.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5, 6]
+    );
+    assert!(matches!(
+        rec[5].input,
+        WireInput::Command(Command::StartRun { .. })
+    ));
+    // A refused command is journaled too (it was accepted as input; replay refuses it again).
+    assert_eq!(
+        err_code(&p.request(&command(json!({"type": "deleteRun", "name": "r1"})))),
+        "InvalidState"
+    );
+    assert_eq!(p.journal_seq(), Some(7));
+
+    p.host_mut().now_ms += 30 * 60_000;
+    succeed(&mut p, "r1/dev-1");
+    let ev = ok_result(&p.request(&command(json!({
+        "type": "completeGate", "run": "r1",
+        "gate": {"stage": "production", "timing": "Before"}, "by": "alice"}))));
+    assert!(kinds(&ev).contains(&"GateCompleted".to_string()), "{ev}");
+    assert_eq!(p.host().submitted.len(), 3);
+
+    let before = snapshot_of(&p);
+    let status = p.status(br#"{"v":1,"run":"r1"}"#);
+    let submits = p.host().submit_calls;
+    let (mut q, init) = crash(p);
+    assert_eq!(init["journalSeq"], 9);
+    assert_eq!(init["replayed"], 9);
+    assert_eq!(init["inFlight"], 2);
+    assert_eq!(
+        snapshot_of(&q),
+        before,
+        "replay gives the identical engine state"
+    );
+    assert_eq!(q.status(br#"{"v":1,"run":"r1"}"#), status);
+    // Replay submitted nothing; it queried both operations in flight, which the host knows.
+    assert_eq!(q.host().submit_calls, submits);
+    assert_eq!(q.host().queried, vec!["r1/prod-1", "r1/prod-2"]);
+
+    // Work goes on after the restart.
+    q.host_mut().now_ms += 30 * 60_000;
+    succeed(&mut q, "r1/prod-1");
+    let ev = succeed(&mut q, "r1/prod-2");
+    assert!(kinds(&ev).contains(&"RunCompleted".to_string()), "{ev}");
+    assert_eq!(q.journal_seq(), Some(11));
+}
+
+#[test]
+fn restart_resubmits_operations_the_host_forgot() {
+    let mut p = started_plugin();
+    p.host_mut().now_ms += 30 * 60_000;
+    succeed(&mut p, "r1/dev-1");
+    ok_result(&p.request(&command(json!({
+        "type": "completeGate", "run": "r1", "gate": {"stage": "production"}}))));
+    // Snapshot now, so the payloads must come from the snapshot, not from the replay.
+    ok_result(&p.request(&request(json!({"type": "snapshot"}))));
+    let mut host = p.into_host();
+    host.forget = true;
+    host.known.clear();
+    host.submitted.clear();
+    let mut q = Plugin::new(host);
+    let init = ok_result(&q.init());
+    assert_eq!(init["replayed"], 0);
+    assert_eq!(init["inFlight"], 2);
+    let resubmitted: Vec<&str> = q
+        .host()
+        .submitted
+        .iter()
+        .map(|o| o.operation_id.as_str())
+        .collect();
+    assert_eq!(resubmitted, vec!["r1/prod-1", "r1/prod-2"]);
+    assert_eq!(
+        q.host().submitted[0].kubernetes_version.as_deref(),
+        Some("1.31.2")
+    );
+    assert_eq!(q.host().submitted[0].region, "eastus");
+}
+
+#[test]
+fn refused_submission_fails_the_member_with_cluster_submit_failed() {
+    let mut p = Plugin::new(MemHost::at(START));
+    ok_result(&p.init());
+    p.host_mut().submit_fails = 3;
+    for c in [
+        json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.31.2", "available": {"*": START}}]}}),
+        json!({"type": "upsertMember", "member": member("a", "g")}),
+        json!({"type": "createRun", "run": {"name": "r1",
+            "managedClusterUpdate": {"upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.31.2"}}}}),
+    ] {
+        ok_result(&p.request(&command(c)));
+    }
+    let ev = ok_result(&p.request(&command(json!({"type": "startRun", "name": "r1"}))));
+    let failed = ev["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "MemberFailed")
+        .unwrap_or_else(|| panic!("{ev}"))
+        .clone();
+    assert_eq!(failed["error"]["code"], "ClusterSubmitFailed", "{failed}");
+    let st = ok_result(&p.status(br#"{"v":1,"run":"r1"}"#));
+    let m = &st["stages"][0]["groups"][0]["members"][0]["status"];
+    assert_eq!(m["state"], "Failed");
+    assert_eq!(m["error"]["code"], "ClusterSubmitFailed");
+    // The failure is journaled: the replay reproduces it without calling the cluster.
+    let last: Record = serde_json::from_str(p.host().journal.last().unwrap()).unwrap();
+    assert!(matches!(
+        last.input,
+        WireInput::Observation(WireObservation::UpgradeFailed { .. })
+    ));
+    assert!(p
+        .host()
+        .journal
+        .last()
+        .unwrap()
+        .contains("\"operationId\":\"r1/a\""));
+    let before = snapshot_of(&p);
+    let calls = p.host().submit_calls;
+    let (q, init) = crash(p);
+    assert_eq!(init["inFlight"], 0);
+    assert_eq!(snapshot_of(&q), before);
+    assert_eq!(q.host().submit_calls, calls);
+}
+
+#[test]
+fn snapshot_every_1000_records_and_restore_from_it() {
+    let mut p = started_plugin();
+    // Each wake one second later is a journaled input.
+    for _ in 0..1200 {
+        p.host_mut().now_ms += 1000;
+        ok_result(&p.wake());
+    }
+    assert_eq!(p.journal_seq(), Some(1206));
+    assert_eq!(p.host().snapshots_written, 1);
+    let snap: Value = parse_any(p.host().snapshot.as_ref().unwrap());
+    assert_eq!(snap["journalSeq"], 1000);
+    assert_eq!(snap["operations"][0]["operationId"], "r1/dev-1");
+    assert_eq!(p.host().journal.len(), 206, "records after the snapshot");
+    p.host_mut().now_ms += 1000;
+    succeed(&mut p, "r1/dev-1");
+    let before = snapshot_of(&p);
+    let (q, init) = crash(p);
+    assert_eq!(init["journalSeq"], 1207);
+    assert_eq!(init["replayed"], 207);
+    assert_eq!(snapshot_of(&q), before);
+}
+
+#[test]
+fn invalid_storage_is_refused() {
+    let mut host = MemHost::at(START);
+    host.snapshot = Some("{\"v\":1".to_string());
+    let mut p = Plugin::new(host);
+    assert_eq!(err_code(&p.init()), "InvalidSnapshot");
+    assert_eq!(err_code(&p.wake()), "NotInitialized");
+
+    let mut host = MemHost::at(START);
+    host.journal = vec![
+        json!({"seq": 1, "now": START, "input": "timeout"}).to_string(),
+        json!({"seq": 3, "now": START, "input": "timeout"}).to_string(),
+    ];
+    let e = parse(&Plugin::new(host).init());
+    assert_eq!(e["error"]["code"], "InvalidSnapshot");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("record 2 was expected"),
+        "{e}"
+    );
+
+    let mut host = MemHost::at(START);
+    host.journal = vec!["{\"seq\":1,\"now\":\"yesterday\"}".to_string()];
+    assert_eq!(err_code(&Plugin::new(host).init()), "InvalidSnapshot");
+}
+
+#[test]
+fn a_refused_command_returns_the_events_of_timers_that_fired_first() {
+    let mut p = scheduled_plugin();
+    // No timer due: a refused command has no events.
+    let e = parse(&p.request(&command(json!({"type": "deleteRun", "name": "r1"}))));
+    assert_eq!(e["error"]["code"], "InvalidState", "{e}");
+    assert!(e.get("events").is_none(), "{e}");
+    // At 09:00 the gate opens before the command is refused: the envelope carries its events,
+    // and the member it starts is submitted.
+    p.host_mut().now_ms = ts("2026-12-07T09:00:00Z").timestamp_millis();
+    let raw = p.request(&command(json!({"type": "deleteRun", "name": "r1"})));
+    let e = parse(&raw);
+    assert_eq!(e["error"]["code"], "InvalidState", "{e}");
+    // Events keep the engine's field order (hosts compare timelines byte for byte).
+    assert!(
+        raw.contains(r#"{"at":"2026-12-07T09:00:00Z","kind":"GateCompleted","run":"r1""#),
+        "{raw}"
+    );
+    let kinds: Vec<&str> = e["events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{e}"))
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["GateCompleted", "MemberStarted"]);
+    assert_eq!(p.host().submitted.len(), 1);
+    // The refused input is journaled (it moved the clock and fired the timer); replay agrees.
+    let before = snapshot_of(&p);
+    let (q, _) = crash(p);
+    assert_eq!(snapshot_of(&q), before);
+}
+
+// ---------------------------------------------------------------------- whole scenarios
+
+/// The plugin as an [`EngineDriver`], so the native simulator drives it through envelopes:
+/// the same loop, a different engine boundary. Optionally "crashes" every `crash_every` inputs.
+struct PluginDriver {
+    plugin: Option<Plugin<MemHost>>,
+    pending: VecDeque<Output>,
+    crash_every: Option<usize>,
+    inputs: usize,
+    restarts: usize,
+}
+
+impl PluginDriver {
+    fn new(start: Timestamp, crash_every: Option<usize>) -> PluginDriver {
+        let mut plugin = Plugin::new(MemHost {
+            now_ms: start.timestamp_millis(),
+            ..MemHost::default()
+        });
+        ok_result(&plugin.init());
+        PluginDriver {
+            plugin: Some(plugin),
+            pending: VecDeque::new(),
+            crash_every,
+            inputs: 0,
+            restarts: 0,
+        }
+    }
+
+    fn p(&mut self) -> &mut Plugin<MemHost> {
+        self.plugin.as_mut().expect("plugin")
+    }
+
+    fn take_events(&mut self, events: &Value) {
+        for e in events.as_array().into_iter().flatten() {
+            let ev: Event = serde_json::from_value(e.clone()).expect("an event");
+            self.pending.push_back(Output::Event(ev));
+        }
+    }
+}
+
+impl EngineDriver for PluginDriver {
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
+        self.inputs += 1;
+        if self
+            .crash_every
+            .is_some_and(|k| self.inputs.is_multiple_of(k))
+        {
+            let (fresh, init) = crash(self.plugin.take().unwrap());
+            assert_eq!(init["events"], json!([]));
+            self.plugin = Some(fresh);
+            self.restarts += 1;
+        }
+        self.p().host_mut().now_ms = now.timestamp_millis();
+        let env = match input {
+            Input::Command(c) => self.p().request(&command(serde_json::to_value(c).unwrap())),
+            Input::Observation(o) => self.p().deliver(&deliver(
+                serde_json::to_value(WireObservation::from(o)).unwrap(),
+            )),
+            Input::Timeout => self.p().wake(),
+        };
+        let v = parse(&env);
+        let submitted = std::mem::take(&mut self.p().host_mut().submitted);
+        let result = if v["ok"] == true {
+            self.take_events(&v["result"]["events"]);
+            Ok(())
+        } else {
+            self.take_events(&v["events"]);
+            let code: ErrorCode = serde_json::from_value(v["error"]["code"].clone())
+                .unwrap_or_else(|_| panic!("an engine error code: {v}"));
+            Err(Error::new(code, v["error"]["message"].as_str().unwrap()))
+        };
+        for op in submitted {
+            self.pending
+                .push_back(Output::Command(HostCommand::StartUpgrade(op)));
+        }
+        result
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        self.pending.pop_front()
+    }
+    fn next_wakeup(&mut self) -> Option<Timestamp> {
+        let ms = self.p().next_wakeup();
+        (ms >= 0).then(|| DateTime::from_timestamp_millis(ms).unwrap())
+    }
+    fn run_state(&mut self, run: &str) -> Option<State> {
+        let runs = ok_result(&self.p().request(&request(json!({"type": "runs"}))));
+        runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == run)
+            .map(|r| serde_json::from_value(r["state"].clone()).unwrap())
+    }
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
+        let env = self
+            .p()
+            .status(json!({"v": 1, "run": run}).to_string().as_bytes());
+        Ok(serde_json::from_value(ok_result(&env)).unwrap())
+    }
+}
+
+/// A scenario file as `waverun simulate` reads it (YAML through serde-saphyr into JSON values).
+fn load_scenario(path: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let value: Value = serde_saphyr::from_str(&text).map_err(|e| e.to_string())?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// Every scenario file: tests/scenarios (with subdirectories), tests/js/scenarios, the example.
+fn scenario_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "yaml") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    walk(&root.join("tests/scenarios"), &mut files);
+    walk(&root.join("tests/js/scenarios"), &mut files);
+    files.sort();
+    files.push(root.join("host/examples/fleet-rollout.yaml"));
+    assert!(files.len() >= 11, "{files:?}");
+    files
+}
+
+fn through_plugin(s: &Scenario, crash_every: Option<usize>) -> (String, usize) {
+    let mut sim = Simulation::with_engine(s, PluginDriver::new(s.start, crash_every))
+        .expect("valid scenario");
+    sim.run_to_end();
+    let report = serde_json::to_string(&sim.report()).unwrap();
+    (report, sim.driver().restarts)
+}
+
+#[test]
+fn every_scenario_through_the_plugin_matches_the_native_simulator() {
+    for path in scenario_files() {
+        let s = load_scenario(&path).expect("scenario");
+        let native = serde_json::to_string(&simulate(&s).unwrap()).unwrap();
+        let (plugin, _) = through_plugin(&s, None);
+        assert_eq!(plugin, native, "{}", path.display());
+    }
+}
+
+#[test]
+fn every_scenario_survives_crashes_and_replay() {
+    for path in scenario_files() {
+        let s = load_scenario(&path).expect("scenario");
+        let native = serde_json::to_string(&simulate(&s).unwrap()).unwrap();
+        for k in [1, 2, 7] {
+            let (plugin, restarts) = through_plugin(&s, Some(k));
+            assert!(k > 1 || restarts > 0);
+            assert_eq!(
+                plugin,
+                native,
+                "{} crashing every {k} inputs",
+                path.display()
+            );
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The plugin as an [`EngineDriver`]: the simulator drives the engine inside wasmtime exactly
+//! as it drives the native one, so the two can be compared byte for byte.
+
+use super::error::PluginError;
+use super::host::{Host, ManualClock, MemoryPersistence, QueueProvider};
+use super::instance::{InitReport, InstanceConfig, PluginInstance};
+use super::Plugin;
+use std::collections::VecDeque;
+use waverun_core::error::{Error, ErrorCode, FieldError};
+use waverun_core::sim::{EngineDriver, Scenario, Simulation, SimulationReport};
+use waverun_core::{Event, HostCommand, Input, Output, RunStatus, State, Timestamp};
+
+/// A [`PluginInstance`] behind [`EngineDriver`], with a virtual clock set to each input's `now`,
+/// in-memory persistence, and a [`QueueProvider`] whose submitted operations come out of
+/// [`EngineDriver::poll_output`] as [`HostCommand::StartUpgrade`], followed by the events the
+/// call returned.
+///
+/// A trapped call is recovered transparently ([`PluginInstance::recover`]): an input that was
+/// not journaled is sent again; one that was is applied by the replay, but the events of that
+/// call are lost (the plugin returns them only in the trapped call's answer).
+/// [`PluginDriver::recoveries`] counts recoveries. Errors that [`EngineDriver`] cannot return
+/// (in `next_wakeup`, `run_state`) are kept in [`PluginDriver::failure`].
+pub struct PluginDriver {
+    instance: PluginInstance,
+    clock: ManualClock,
+    cluster: QueueProvider,
+    persistence: MemoryPersistence,
+    outputs: VecDeque<Output>,
+    recoveries: u32,
+    lost_events: u32,
+    failure: Option<PluginError>,
+}
+
+impl PluginDriver {
+    /// A fresh instance of `plugin` with default limits, initialised (empty storage).
+    pub fn new(plugin: &Plugin) -> Result<PluginDriver, PluginError> {
+        PluginDriver::with_config(plugin, InstanceConfig::default())
+    }
+
+    /// A fresh instance of `plugin` with these limits, initialised (empty storage).
+    pub fn with_config(
+        plugin: &Plugin,
+        config: InstanceConfig,
+    ) -> Result<PluginDriver, PluginError> {
+        let clock = ManualClock::new(0);
+        let cluster = QueueProvider::new();
+        let persistence = MemoryPersistence::new();
+        let host = Host::new(clock.clone(), cluster.clone(), persistence.clone());
+        let mut instance = plugin.instantiate(host, config)?;
+        instance.init()?;
+        Ok(PluginDriver {
+            instance,
+            clock,
+            cluster,
+            persistence,
+            outputs: VecDeque::new(),
+            recoveries: 0,
+            lost_events: 0,
+            failure: None,
+        })
+    }
+
+    /// The instance (to change deadlines, inspect, or force a trap in tests).
+    pub fn instance(&mut self) -> &mut PluginInstance {
+        &mut self.instance
+    }
+
+    /// The storage behind the instance.
+    pub fn persistence(&self) -> &MemoryPersistence {
+        &self.persistence
+    }
+
+    /// The cluster provider behind the instance.
+    pub fn provider(&self) -> &QueueProvider {
+        &self.cluster
+    }
+
+    /// The virtual clock.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// How many times a trapped instance was recovered.
+    pub fn recoveries(&self) -> u32 {
+        self.recoveries
+    }
+
+    /// Inputs whose events were lost because the call trapped after journaling the input.
+    pub fn lost_events(&self) -> u32 {
+        self.lost_events
+    }
+
+    /// The first error that [`EngineDriver`] could not return, if any.
+    pub fn failure(&self) -> Option<&PluginError> {
+        self.failure.as_ref()
+    }
+
+    /// Recovers the instance now (after a trap, or to exercise the replay).
+    pub fn recover(&mut self) -> Result<InitReport, PluginError> {
+        self.recoveries += 1;
+        let r = self.instance.recover();
+        self.collect_commands();
+        if let Ok(report) = &r {
+            let events = report.events.iter().cloned().map(Output::Event);
+            self.outputs.extend(events);
+        }
+        r
+    }
+
+    /// Runs `f`, recovering and retrying once after a trap. `input`: the call is a journaled
+    /// input, which must not be sent again if the trapped call journaled it.
+    fn retrying<T: Default>(
+        &mut self,
+        input: bool,
+        mut f: impl FnMut(&mut PluginInstance) -> Result<T, PluginError>,
+    ) -> Result<T, PluginError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let r = f(&mut self.instance);
+            let journaled = match &r {
+                Err(PluginError::Trap(t)) => t.journaled,
+                Err(PluginError::Poisoned) => false,
+                _ => return r,
+            };
+            if attempts > 1 {
+                return r;
+            }
+            self.recover()?;
+            if input && journaled {
+                self.lost_events += 1;
+                return Ok(T::default());
+            }
+        }
+    }
+
+    fn collect_commands(&mut self) {
+        for op in self.cluster.take() {
+            self.outputs
+                .push_back(Output::Command(HostCommand::StartUpgrade(op)));
+        }
+    }
+
+    fn keep_failure(&mut self, e: PluginError) {
+        if self.failure.is_none() {
+            self.failure = Some(e);
+        }
+    }
+}
+
+/// A plugin error as the engine's error type. Guest errors keep their code (ABI-only codes such
+/// as `PersistenceFailed` become `InvalidState` with the code in the message), message and path.
+pub fn core_error(e: PluginError) -> Error {
+    match e {
+        PluginError::Guest(g) => {
+            let code =
+                serde_json::from_value::<ErrorCode>(serde_json::Value::String(g.code.clone()));
+            let (code, message) = match code {
+                Ok(c) => (c, g.message),
+                Err(_) => (
+                    ErrorCode::InvalidState,
+                    format!("{}: {}", g.code, g.message),
+                ),
+            };
+            let fields = match g.path {
+                _ if !g.fields.is_empty() => g.fields,
+                Some(path) => {
+                    let field_message = message
+                        .strip_prefix(&format!("{path}: "))
+                        .unwrap_or(&message)
+                        .to_string();
+                    vec![FieldError::new(path, field_message)]
+                }
+                None => Vec::new(),
+            };
+            Error {
+                code,
+                message,
+                fields,
+            }
+        }
+        other => Error::new(ErrorCode::InvalidState, other.to_string()),
+    }
+}
+
+impl EngineDriver for PluginDriver {
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
+        self.clock.set(now);
+        let r = self.retrying(true, |i| match &input {
+            Input::Command(c) => i.command(c),
+            Input::Observation(o) => i.deliver(o),
+            Input::Timeout => i.wake(),
+        });
+        self.collect_commands();
+        let events: Vec<Event> = match r {
+            Ok(events) => events,
+            Err(PluginError::Guest(mut g)) => {
+                // A refused input can still have fired timers: their events come with the error.
+                let events = std::mem::take(&mut g.events);
+                self.outputs.extend(events.into_iter().map(Output::Event));
+                return Err(core_error(PluginError::Guest(g)));
+            }
+            Err(e) => return Err(core_error(e)),
+        };
+        self.outputs.extend(events.into_iter().map(Output::Event));
+        Ok(())
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    fn next_wakeup(&mut self) -> Option<Timestamp> {
+        match self.retrying(false, |i| i.next_wakeup_detail()) {
+            Ok(w) => w.at,
+            Err(e) => {
+                self.keep_failure(e);
+                None
+            }
+        }
+    }
+
+    fn run_state(&mut self, run: &str) -> Option<State> {
+        match self.retrying(false, |i| i.runs()) {
+            Ok(runs) => runs.into_iter().find(|r| r.name == run).map(|r| r.state),
+            Err(e) => {
+                self.keep_failure(e);
+                None
+            }
+        }
+    }
+
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
+        self.retrying(false, |i| i.status(run).map(Some))
+            .map(|s| s.expect("not an input: never defaulted"))
+            .map_err(core_error)
+    }
+}
+
+/// Why [`simulate_plugin`] failed.
+#[derive(Debug)]
+pub enum SimulateError {
+    /// The scenario is invalid (the same error the native simulator gives).
+    Scenario(Error),
+    /// The plugin failed.
+    Plugin(PluginError),
+}
+
+impl std::fmt::Display for SimulateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimulateError::Scenario(e) => e.fmt(f),
+            SimulateError::Plugin(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SimulateError {}
+
+/// [`waverun_core::sim::simulate`] with the engine running as `plugin` in wasmtime.
+pub fn simulate_plugin(
+    plugin: &Plugin,
+    scenario: &Scenario,
+) -> Result<SimulationReport, SimulateError> {
+    let driver = PluginDriver::new(plugin).map_err(SimulateError::Plugin)?;
+    let mut sim = Simulation::with_engine(scenario, driver).map_err(SimulateError::Scenario)?;
+    sim.run_to_end();
+    if let Some(e) = sim.driver().failure.take() {
+        return Err(SimulateError::Plugin(e));
+    }
+    // The run exists (the setup created it), so only a plugin failure can make this fail.
+    let status = sim.driver().run_status(&scenario.run.name);
+    if let Err(e) = status {
+        return Err(SimulateError::Plugin(PluginError::Protocol(format!(
+            "status of run {}: {e}",
+            scenario.run.name
+        ))));
+    }
+    Ok(sim.report())
+}

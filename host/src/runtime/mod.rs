@@ -1,0 +1,293 @@
+//! The plugin runtime: `waverun-core` compiled to a WebAssembly core module (the plugin,
+//! `bindings/plugin`, contract in `bindings/ABI.md`), run in wasmtime.
+//!
+//! - [`PluginRuntime`]: one wasmtime [`Engine`] with epoch interruption (a background thread
+//!   advances the epoch every [`RuntimeConfig::tick`] until the last user is dropped), the ABI v1
+//!   imports in one [`Linker`], and an on-disk cache of precompiled modules keyed by content
+//!   hash ([`cache`]).
+//! - [`Plugin`]: a loaded module with its `InstancePre` (imports resolved once, reused for every
+//!   instantiation).
+//! - [`PluginInstance`]: one store with a memory limit; every call gets an epoch deadline for its
+//!   kind; typed errors tell guest refusals ([`PluginError::Guest`]) from traps
+//!   ([`PluginError::Trap`]); after a trap, [`PluginInstance::recover`] rebuilds the instance
+//!   around the same [`Host`] and replays the journal.
+//! - [`host`]: the traits the daemon implements ([`Clock`], [`ClusterProvider`],
+//!   [`Persistence`]) and in-memory implementations.
+//! - [`PluginDriver`]: the plugin as a [`waverun_core::sim::EngineDriver`], so the simulator can
+//!   run a scenario through it and compare with the native engine.
+
+pub mod cache;
+mod driver;
+mod error;
+pub mod host;
+mod instance;
+
+pub use cache::CacheStatus;
+pub use driver::{core_error, simulate_plugin, PluginDriver, SimulateError};
+pub use error::{CallKind, GuestError, PluginError, Trap, TrapKind};
+pub use host::{
+    timestamp_ms, Clock, ClusterProvider, Host, LogLevel, LogSink, ManualClock, MemoryLog,
+    MemoryPersistence, Persistence, QueryOutcome, QueueProvider, StderrLog, SubmitOutcome,
+    SystemClock,
+};
+pub use instance::{
+    wire_observation, Deadlines, HostState, InitReport, InstanceConfig, NextWakeup, PluginInstance,
+    RunEntry, ABI_VERSION, IMPORTS, IMPORT_MODULE,
+};
+
+use cache::ModuleCache;
+use instance::describe;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::{Engine, InstancePre, Linker};
+
+/// Where the release build of the plugin lands, relative to the workspace root.
+pub const DEFAULT_PLUGIN_PATH: &str = "target/wasm32-unknown-unknown/release/waverun_plugin.wasm";
+
+/// The plugin a CLI uses when none is named: `$WAVERUN_PLUGIN`, else [`DEFAULT_PLUGIN_PATH`] under
+/// the current directory, else the same file in the target directory the running executable
+/// was built in (`target/release/waverun` → `target/wasm32-unknown-unknown/release/...`).
+pub fn default_plugin_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WAVERUN_PLUGIN") {
+        return PathBuf::from(p);
+    }
+    let here = PathBuf::from(DEFAULT_PLUGIN_PATH);
+    if here.exists() {
+        return here;
+    }
+    let beside_exe = std::env::current_exe().ok().and_then(|exe| {
+        let target = exe.parent()?.parent()?;
+        let p = target.join("wasm32-unknown-unknown/release/waverun_plugin.wasm");
+        p.exists().then_some(p)
+    });
+    beside_exe.unwrap_or(here)
+}
+
+/// The module cache a CLI uses: `$WAVERUN_CACHE_DIR`, else `$XDG_CACHE_HOME/waverun/modules`,
+/// else `$HOME/.cache/waverun/modules`; `None` when none of them is set.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("WAVERUN_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("waverun/modules")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/waverun/modules")))
+}
+
+/// Settings of a [`PluginRuntime`].
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Where precompiled modules are cached; `None` compiles every load in memory.
+    pub cache_dir: Option<PathBuf>,
+    /// How often the epoch advances: the granularity of call deadlines.
+    pub tick: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: None,
+            tick: Duration::from_millis(5),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// The default settings with a cache directory.
+    pub fn with_cache(dir: impl Into<PathBuf>) -> RuntimeConfig {
+        RuntimeConfig {
+            cache_dir: Some(dir.into()),
+            ..RuntimeConfig::default()
+        }
+    }
+}
+
+/// The background thread that advances the engine's epoch; stops when dropped (it is shared by
+/// the runtime, its plugins and their instances, so deadlines work as long as any of them
+/// lives).
+struct Ticker {
+    tick: Duration,
+    stop: Mutex<Option<mpsc::Sender<()>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Ticker {
+    fn start(engine: Engine, tick: Duration) -> Result<Ticker, PluginError> {
+        let (tx, rx) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("waverun-epoch".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(tick) {
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Ticker {
+            tick,
+            stop: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        let stop = self.stop.get_mut().unwrap_or_else(|e| e.into_inner());
+        drop(stop.take()); // disconnects the channel: the thread ends at its next wait
+        let thread = self.thread.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One wasmtime engine for every plugin of the process.
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Arc<Linker<HostState>>,
+    ticker: Arc<Ticker>,
+    cache: Option<ModuleCache>,
+}
+
+impl PluginRuntime {
+    /// An engine with epoch interruption, its ticker thread and (optionally) a module cache.
+    pub fn new(config: RuntimeConfig) -> Result<PluginRuntime, PluginError> {
+        let mut c = wasmtime::Config::new();
+        c.epoch_interruption(true);
+        let engine = Engine::new(&c).map_err(|e| PluginError::Load(describe(&e)))?;
+        let mut linker = Linker::new(&engine);
+        instance::add_imports(&mut linker).map_err(|e| PluginError::Load(describe(&e)))?;
+        let cache = match &config.cache_dir {
+            Some(dir) => Some(ModuleCache::new(dir, &engine)?),
+            None => None,
+        };
+        let ticker = Arc::new(Ticker::start(engine.clone(), config.tick)?);
+        Ok(PluginRuntime {
+            engine,
+            linker: Arc::new(linker),
+            ticker,
+            cache,
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The cache file a module with these bytes would use, when caching is on.
+    pub fn cache_path(&self, wasm: &[u8]) -> Option<PathBuf> {
+        self.cache
+            .as_ref()
+            .map(|c| c.entry_path(&cache::sha256_hex(wasm)))
+    }
+
+    /// Compiles (or loads from the cache) a module, checks that it imports nothing outside
+    /// ABI v1, and resolves its imports once.
+    pub fn load(&self, wasm: &[u8]) -> Result<Plugin, PluginError> {
+        let sha = cache::sha256_hex(wasm);
+        let (module, status) = match &self.cache {
+            Some(c) => c.load(&self.engine, wasm, &sha)?,
+            None => (
+                wasmtime::Module::from_binary(&self.engine, wasm)
+                    .map_err(|e| PluginError::Load(describe(&e)))?,
+                CacheStatus::Disabled,
+            ),
+        };
+        let foreign: Vec<String> = module
+            .imports()
+            .filter(|i| i.module() != IMPORT_MODULE || !IMPORTS.contains(&i.name()))
+            .map(|i| format!("`{}::{}`", i.module(), i.name()))
+            .collect();
+        if !foreign.is_empty() {
+            return Err(PluginError::Incompatible(format!(
+                "the module imports {}, which waverun ABI v{ABI_VERSION} does not provide (its \
+                 imports are `{IMPORT_MODULE}`::{{{}}})",
+                foreign.join(", "),
+                IMPORTS.join(", ")
+            )));
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(&module)
+            .map_err(|e| PluginError::Incompatible(describe(&e)))?;
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                engine: self.engine.clone(),
+                pre,
+                sha256: sha,
+                cache_status: status,
+                ticker: self.ticker.clone(),
+            }),
+        })
+    }
+
+    /// [`PluginRuntime::load`] of a file.
+    pub fn load_file(&self, path: &Path) -> Result<Plugin, PluginError> {
+        let wasm = std::fs::read(path).map_err(|e| {
+            PluginError::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            ))
+        })?;
+        self.load(&wasm)
+    }
+}
+
+struct PluginInner {
+    engine: Engine,
+    pre: InstancePre<HostState>,
+    sha256: String,
+    cache_status: CacheStatus,
+    ticker: Arc<Ticker>,
+}
+
+/// A loaded plugin module (cheap to clone).
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<PluginInner>,
+}
+
+impl Plugin {
+    /// Instantiates the module around `host` and checks `waverun_abi_version() == 1`. Call
+    /// [`PluginInstance::init`] next.
+    pub fn instantiate(
+        &self,
+        host: Host,
+        config: InstanceConfig,
+    ) -> Result<PluginInstance, PluginError> {
+        PluginInstance::new(self, host, config)
+    }
+
+    /// Hex SHA-256 of the wasm bytes.
+    pub fn sha256(&self) -> &str {
+        &self.inner.sha256
+    }
+
+    /// How the module was obtained (compiled, cache hit, ...).
+    pub fn cache_status(&self) -> &CacheStatus {
+        &self.inner.cache_status
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn pre(&self) -> &InstancePre<HostState> {
+        &self.inner.pre
+    }
+
+    /// Epoch ticks for a deadline: rounded up, plus one for the tick in progress; zero stays
+    /// zero (trap at the first check).
+    pub(crate) fn ticks(&self, d: Duration) -> u64 {
+        if d.is_zero() {
+            return 0;
+        }
+        let tick = self.inner.ticker.tick.as_nanos().max(1);
+        (d.as_nanos().div_ceil(tick) as u64).saturating_add(1)
+    }
+}

@@ -1,0 +1,232 @@
+// The plugin under a host nobody here wrote (Node's WebAssembly API): every scenario's report
+// must equal `waverun simulate -o json` byte for byte, with and without crashes and snapshots,
+// and the module must have exactly the imports and exports of bindings/ABI.md.
+//
+//   node --test tests/js/
+//
+// Builds what it needs first (no-ops when fresh); WAVERUN_SKIP_BUILD=1 skips that.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import {
+  DEFAULT_WASM, Guest, MemoryStorage, ROOT, Simulation, loadModule, parseScenario, simulate,
+} from './plugin-host.mjs';
+
+const WAVERUN = path.join(ROOT, 'target/debug/waverun');
+const SCENARIO_JSON = path.join(ROOT, 'target/debug/examples/scenario_json');
+
+if (!process.env.WAVERUN_SKIP_BUILD) {
+  const cargo = (...args) => execFileSync('cargo', args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  cargo('build', '-q', '--release', '--target', 'wasm32-unknown-unknown', '-p', 'waverun-plugin');
+  cargo('build', '-q', '-p', 'waverun', '--bin', 'waverun');
+  cargo('build', '-q', '-p', 'waverun-plugin', '--example', 'scenario_json');
+}
+
+const module = loadModule(DEFAULT_WASM);
+
+/** Every scenario file: tests/scenarios (with subdirectories), tests/js/scenarios, the example. */
+function scenarioFiles() {
+  const files = [];
+  const walk = (dir) => {
+    for (const e of readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.yaml')) files.push(p);
+    }
+  };
+  walk('tests/scenarios');
+  walk('tests/js/scenarios');
+  files.sort();
+  files.push('host/examples/fleet-rollout.yaml');
+  return files;
+}
+
+const native = (file) => execFileSync(WAVERUN, ['simulate', '-o', 'json', file], { cwd: ROOT, encoding: 'utf8' });
+const scenarioOf = (file) => parseScenario(execFileSync(SCENARIO_JSON, [file], { cwd: ROOT, encoding: 'utf8' }));
+
+// ------------------------------------------------------------------------------ the module
+
+test('imports are exactly bindings/plugin/imports.txt', () => {
+  const want = readFileSync(path.join(ROOT, 'bindings/plugin/imports.txt'), 'utf8')
+    .split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#')).sort();
+  const kinds = { function: 'func', table: 'table', memory: 'memory', global: 'global' };
+  const found = WebAssembly.Module.imports(module)
+    .map((i) => `${i.module}.${i.name} ${kinds[i.kind]}`).sort();
+  assert.deepEqual(found, want);
+  assert.equal(found.length, 7);
+});
+
+test('exports of ABI section 4', () => {
+  const ex = Object.fromEntries(WebAssembly.Module.exports(module).map((e) => [e.name, e.kind]));
+  assert.equal(ex.memory, 'memory');
+  for (const f of ['waverun_abi_version', 'waverun_alloc', 'waverun_free', 'waverun_init',
+    'waverun_request', 'waverun_deliver', 'waverun_wake', 'waverun_status', 'waverun_next_wakeup']) {
+    assert.equal(ex[f], 'function', f);
+  }
+});
+
+// ------------------------------------------------------------------------------ envelopes
+
+function bareHost(now = Date.parse('2026-12-07T00:00:00Z')) {
+  const submitted = [];
+  return {
+    now,
+    storage: new MemoryStorage(),
+    logs: [],
+    submitted,
+    submit: (op) => { submitted.push(op); return 0; },
+    query: () => 0,
+  };
+}
+
+test('envelopes and error codes', () => {
+  const host = bareHost();
+  const g = new Guest(module, host);
+  assert.deepEqual(g.request({ type: 'ping' }), { v: 1, ok: true, result: {} });
+  assert.equal(g.request({ type: 'runs' }).error.code, 'NotInitialized');
+  assert.equal(g.wake().error.code, 'NotInitialized');
+  assert.equal(g.nextWakeup(), null);
+  const init = g.init();
+  assert.deepEqual(init, { v: 1, ok: true, result: { journalSeq: 0, replayed: 0, inFlight: 0, events: [] } });
+  assert.equal(g.init().error.code, 'InvalidState');
+  assert.equal(g.call('waverun_request', 'not json').error.code, 'BadEnvelope');
+  assert.equal(g.call('waverun_request', { request: { type: 'ping' } }).error.code, 'BadEnvelope');
+  assert.equal(g.call('waverun_request', { v: 2, request: { type: 'ping' } }).error.code, 'UnsupportedVersion');
+  assert.equal(g.request({ type: 'teleport' }).error.code, 'BadEnvelope');
+  assert.equal(g.deliver({ type: 'upgradeSucceeded' }).error.code, 'BadEnvelope');
+  assert.equal(g.status('nope').error.code, 'NotFound');
+  const bad = g.command({
+    type: 'upsertMember',
+    member: { name: 'm', region: 'eastus', kubernetesVersion: 'one.two' },
+  });
+  assert.equal(bad.error.code, 'InvalidField');
+  assert.equal(bad.error.path, 'kubernetesVersion');
+  // Unknown fields are ignored.
+  assert.equal(g.call('waverun_request', { v: 1, x: 1, request: { type: 'ping', y: 2 } }).ok, true);
+  // Big arguments and results (several pages) cross the boundary intact, both ways.
+  const region = 'r'.repeat(200_000);
+  const big = g.command({ type: 'upsertMember', member: { name: 'm', region, kubernetesVersion: '1.30.4' } });
+  assert.equal(big.ok, false);
+  assert.equal(big.error.path, 'region');
+  assert.ok(big.error.message.includes(`"${region}"`), 'the message quotes the whole value');
+});
+
+test('PersistenceFailed: the input is refused and nothing changes', () => {
+  const file = 'tests/scenarios/gates-and-wait.yaml';
+  const sim = new Simulation(module, scenarioOf(file));
+  sim.step(); // started: dev-1 in flight
+  const before = JSON.stringify(sim.guest.status(sim.run));
+  const journal = [...sim.host.storage.journal];
+  sim.host.storage.appendResult = 7;
+  sim.host.now += 30 * 60_000;
+  for (const r of [
+    sim.guest.deliver({ type: 'upgradeSucceeded', operationId: 'r1/dev-1' }),
+    sim.guest.command({ type: 'stopRun', name: 'r1' }),
+    sim.guest.wake(),
+  ]) {
+    assert.equal(r.ok, false);
+    assert.equal(r.error.code, 'PersistenceFailed');
+  }
+  assert.equal(JSON.stringify(sim.guest.status(sim.run)), before);
+  assert.deepEqual(sim.host.storage.journal, journal);
+  sim.host.storage.appendResult = 0;
+  const r = sim.guest.deliver({ type: 'upgradeSucceeded', operationId: 'r1/dev-1' });
+  assert.ok(r.result.events.some((e) => e.kind === 'MemberCompleted'));
+});
+
+test('a restart queries operations in flight and resubmits only those the host lost', () => {
+  const sim = new Simulation(module, scenarioOf('host/examples/fleet-rollout.yaml'));
+  sim.step();
+  const inFlight = sim.fleet.inFlight.map((e) => e.op).sort();
+  assert.ok(inFlight.length >= 2, inFlight.join());
+  const queried = [];
+  const submitted = [];
+  const host = {
+    ...sim.host,
+    query: (id) => { queried.push(id); return id === inFlight[0] ? 1 : 0; },
+    submit: (op) => { submitted.push(op); return 0; },
+  };
+  const g = new Guest(module, host);
+  const init = g.init();
+  assert.equal(init.ok, true);
+  assert.equal(init.result.inFlight, inFlight.length);
+  assert.deepEqual(queried.sort(), inFlight);
+  assert.deepEqual(submitted.map((o) => o.operationId), [inFlight[0]]);
+  assert.equal(submitted[0].type, 'startUpgrade');
+});
+
+// ------------------------------------------------------------------------------ scenarios
+
+for (const file of scenarioFiles()) {
+  test(`${file}: the Node-hosted plugin's report equals waverun simulate -o json`, () => {
+    const expected = native(file);
+    const report = simulate(module, scenarioOf(file));
+    assert.equal(JSON.stringify(report), JSON.stringify(JSON.parse(expected)));
+    // Even the pretty-printed text is the same bytes.
+    assert.equal(`${JSON.stringify(report, null, 2)}\n`, expected);
+  });
+
+  test(`${file}: the same with crashes and snapshots`, () => {
+    const expected = JSON.stringify(JSON.parse(native(file)));
+    for (const options of [{ crashEvery: 1 }, { crashEvery: 3, snapshotEvery: 5 }]) {
+      const sim = new Simulation(module, scenarioOf(file), options);
+      sim.runToEnd();
+      assert.ok(sim.restarts > 0);
+      assert.equal(JSON.stringify(sim.report()), expected, JSON.stringify(options));
+    }
+  });
+}
+
+test('a generated fleet of 300 members with jitter, large snapshots and restarts', () => {
+  const pool = [{ name: 'system', osType: 'Linux', imageVersion: 'AKSUbuntu-2204gen2containerd-202411.03.0' }];
+  const members = [];
+  for (let i = 0; i < 300; i += 1) {
+    members.push({
+      name: `m-${String(i).padStart(3, '0')}`,
+      group: `g${i % 4}`,
+      region: ['eastus', 'westeurope', 'southeastasia'][i % 3],
+      kubernetesVersion: '1.30.4',
+      nodePools: pool,
+      behavior: { upgradeMinutes: 10 + (i % 7) * 5, jitterMinutes: i % 11, failAttempts: i % 29 === 0 ? 1 : 0 },
+    });
+  }
+  const scenario = {
+    start: '2026-12-07T00:00:00Z',
+    seed: 99,
+    autoApprove: true,
+    members,
+    strategy: {
+      stages: [
+        { name: 'one', maxAllowedFailures: '20%', afterGates: [{ type: 'Approval' }],
+          groups: [{ name: 'g0', maxConcurrency: '10%', maxAllowedFailures: '20%' },
+            { name: 'g1', maxConcurrency: '7', maxAllowedFailures: '20%' }] },
+        { name: 'two', maxAllowedFailures: '20%', maxConcurrency: '15',
+          groups: [{ name: 'g2', maxAllowedFailures: '5' }, { name: 'g3', maxAllowedFailures: '5' }] },
+      ],
+    },
+    run: { name: 'big', managedClusterUpdate: { upgrade: { type: 'Full', kubernetesVersion: '1.31.2' } } },
+    actions: [{ at: '2026-12-07T00:00:00Z', do: 'start' }],
+  };
+  const dir = mkdtempSync(path.join(tmpdir(), 'waverun-js-'));
+  const file = path.join(dir, 'big.json');
+  writeFileSync(file, JSON.stringify(scenario));
+  let expected;
+  let input;
+  try {
+    expected = JSON.stringify(JSON.parse(native(file)));
+    input = scenarioOf(file);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const sim = new Simulation(module, input, { crashEvery: 97, snapshotEvery: 50 });
+  sim.runToEnd();
+  assert.ok(sim.host.storage.snapshot.length > 64 * 1024, 'the snapshot outgrows the first read buffer');
+  const report = sim.report();
+  assert.equal(JSON.stringify(report), expected);
+  assert.ok(report.summary.membersCompleted > 250, JSON.stringify(report.summary));
+  assert.ok(sim.restarts > 5);
+});
