@@ -1,0 +1,594 @@
+// The serde JSON forms of waverun-core, for TypeScript (embedded in the generated .d.ts).
+// Inputs mark as optional (`?`) what serde defaults; outputs mark as optional what serde omits
+// when empty, and `| null` what it writes as null.
+
+/** A UTC instant as RFC 3339 text, e.g. `"2026-12-07T08:00:00Z"` (outputs always end in `Z`). */
+export type Timestamp = string;
+
+// ------------------------------------------------------------------------- errors
+
+/** Stable error codes: the core's, plus `InvalidInput` for a value of the wrong shape. */
+export type ErrorCode =
+  | "InvalidInput"
+  | "InvalidField"
+  | "NotFound"
+  | "AlreadyExists"
+  | "InvalidState"
+  | "MemberInTwoGroups"
+  | "MinorVersionSkip"
+  | "UpgradeFailed"
+  | "FailureThresholdExceeded"
+  | "InvalidSnapshot";
+
+/** One broken rule at one field path, e.g. `stages[1].groups[0].maxConcurrency`. */
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/** What every function and method of this package throws. */
+export interface WaverunError extends Error {
+  name: "WaverunError";
+  /** Stable, for machines. */
+  code: ErrorCode;
+  /** The first field path, when the error is about a field. */
+  path?: string;
+  /** Every field error (empty when the error is not about fields). */
+  fields: FieldError[];
+}
+
+// ------------------------------------------------------------------------- the fleet
+
+export type OsType = "Linux" | "Windows";
+export type DayOfWeek =
+  | "Monday"
+  | "Tuesday"
+  | "Wednesday"
+  | "Thursday"
+  | "Friday"
+  | "Saturday"
+  | "Sunday";
+export type WeekIndex = "First" | "Second" | "Third" | "Fourth" | "Last";
+
+/** A cluster in the fleet. */
+export interface Member {
+  /** `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, 1–50 characters. */
+  name: string;
+  /** Update group (groups without a selector take the members whose `group` is their name). */
+  group?: string;
+  labels?: Record<string, string>;
+  region: string;
+  /** Control-plane version `x.y.z`. */
+  kubernetesVersion: string;
+  nodePools?: NodePool[];
+  maintenance?: Maintenance;
+  longTermSupport?: boolean;
+  provider?: ProviderRef;
+}
+
+export interface NodePool {
+  name: string;
+  osType: OsType;
+  /** Its family is everything before the last `-`. */
+  imageVersion: string;
+  fromSnapshot?: boolean;
+}
+
+export interface Maintenance {
+  /** Governs `Full` and `ControlPlaneOnly` upgrades. */
+  kubernetes?: MaintenanceWindow;
+  /** Governs `NodeImageOnly` upgrades. */
+  nodeOS?: MaintenanceWindow;
+}
+
+export interface MaintenanceWindow {
+  schedule: Schedule;
+  /** 4..=24. */
+  durationHours: number;
+  /** `"HH:mm"`, local to `utcOffset`. */
+  startTime: string;
+  /** `"+hh:mm"` / `"-hh:mm"`; default `"+00:00"`. */
+  utcOffset?: string;
+  /** `"YYYY-MM-DD"`: active from, and intervals count from, this date. */
+  startDate?: string;
+  notAllowedDates?: DateSpan[];
+}
+
+export type Schedule =
+  | { daily: { intervalDays: number } }
+  | { weekly: { intervalWeeks: number; dayOfWeek: DayOfWeek } }
+  | { absoluteMonthly: { intervalMonths: number; dayOfMonth: number } }
+  | { relativeMonthly: { intervalMonths: number; dayOfWeek: DayOfWeek; weekIndex: WeekIndex } };
+
+/** Whole local dates `"YYYY-MM-DD"`, both inclusive. */
+export interface DateSpan {
+  start: string;
+  end: string;
+}
+
+export interface ProviderRef {
+  name: string;
+  id?: string;
+}
+
+// ------------------------------------------------------------------------- strategies and runs
+
+export type GateType = "Approval" | "ScheduledStart";
+export type GateTiming = "Before" | "After";
+export type UpgradeType = "Full" | "ControlPlaneOnly" | "NodeImageOnly";
+export type NodeImageSelectionType = "Latest" | "Consistent" | "Custom";
+/** `"N"` or `"p%"` (a whole number is accepted too). */
+export type Limit = string | number;
+
+/** Ordered stages (Azure Fleet Manager's strategy JSON). */
+export interface UpdateStrategy {
+  stages: Stage[];
+}
+
+export interface Stage {
+  name: string;
+  /** At most 50; without groups, the stage is one implicit group named after it. */
+  groups?: Group[];
+  memberSelector?: MemberSelector;
+  /** At most 604800 (7 days). */
+  afterStageWaitInSeconds?: number;
+  /** Default `"50"`. */
+  maxConcurrency?: Limit;
+  /** Default `"0"`. */
+  maxAllowedFailures?: Limit;
+  beforeGates?: GateConfig[];
+  afterGates?: GateConfig[];
+}
+
+export interface Group {
+  /** Unique across the strategy. */
+  name: string;
+  memberSelector?: MemberSelector;
+  /** Default `"1"`. */
+  maxConcurrency?: Limit;
+  /** Default `"0"`. */
+  maxAllowedFailures?: Limit;
+  beforeGates?: GateConfig[];
+  afterGates?: GateConfig[];
+}
+
+export interface MemberSelector {
+  /** A Kubernetes label selector, e.g. `"env=prod,geo in (eu,us)"`. */
+  byLabel: string;
+}
+
+export interface GateConfig {
+  type: GateType;
+  displayName?: string;
+  /** Required for (and only allowed on) a `ScheduledStart` gate. */
+  scheduledStartConfiguration?: ScheduledStartConfiguration;
+}
+
+export interface ScheduledStartConfiguration {
+  startDay: DayOfWeek;
+  /** `"HH:mm"`. */
+  startTime: string;
+  /** `"+hh:mm"` / `"-hh:mm"`; default `"+00:00"`. */
+  utcOffset?: string;
+}
+
+/** What an update run asks for. */
+export interface UpdateRunSpec {
+  name: string;
+  /** Inline strategy (exclusive with `updateStrategyName`; neither = every member one by one). */
+  strategy?: UpdateStrategy;
+  updateStrategyName?: string;
+  managedClusterUpdate: ManagedClusterUpdate;
+  autoUpgradeProfileName?: string;
+}
+
+export interface ManagedClusterUpdate {
+  upgrade: Upgrade;
+  /** Default `{type: "Latest"}`. */
+  nodeImageSelection?: NodeImageSelection;
+}
+
+export interface Upgrade {
+  type: UpgradeType;
+  /** Required for `Full` and `ControlPlaneOnly`, forbidden for `NodeImageOnly`. */
+  kubernetesVersion?: string;
+}
+
+export interface NodeImageSelection {
+  type?: NodeImageSelectionType;
+  /** For `Custom`: at most one version per image family. */
+  customNodeImageVersions?: { version: string }[];
+}
+
+/** Where and since when one version is available (region `"*"`: everywhere). */
+export interface Release {
+  version: string;
+  available?: Record<string, Timestamp>;
+}
+
+export interface ReleaseCatalog {
+  kubernetes?: Release[];
+  nodeImages?: Release[];
+}
+
+/** No member upgrade starts in `[start, end)`. */
+export interface Freeze {
+  name: string;
+  start: Timestamp;
+  end: Timestamp;
+}
+
+export type SkipTarget =
+  | `Member:${string}`
+  | `Group:${string}`
+  | `Stage:${string}`
+  | `AfterStageWait:${string}`;
+
+// ------------------------------------------------------------------------- scenarios
+
+/** A scenario (`shared/spec/scenario-format.md`); unknown fields are refused. */
+export interface Scenario {
+  start: Timestamp;
+  /** Default: 366 days after `start`. */
+  until?: Timestamp;
+  autoApprove?: boolean;
+  seed?: number;
+  members: ScenarioMember[];
+  /** Absent: the run's target everywhere from `start`, and no image newer than the pools run. */
+  releases?: ReleaseCatalog;
+  freezes?: Freeze[];
+  /** Absent: every member one by one. */
+  strategy?: UpdateStrategy;
+  run: ScenarioRun;
+  /** In time order; the run starts only when told to. */
+  actions?: Action[];
+}
+
+export interface ScenarioMember extends Member {
+  behavior?: Behavior;
+}
+
+/** How a simulated cluster behaves. */
+export interface Behavior {
+  /** Default 30. */
+  upgradeMinutes?: number;
+  /** The first N upgrade attempts fail. */
+  failAttempts?: number;
+  jitterMinutes?: number;
+}
+
+export interface ScenarioRun {
+  name: string;
+  managedClusterUpdate: ManagedClusterUpdate;
+}
+
+export type ActionKind = "start" | "stop" | "approve" | "skip";
+
+/** One operator action of a scenario. */
+export interface Action {
+  at: Timestamp;
+  do: ActionKind;
+  /** For `approve`. */
+  gate?: GateRef;
+  /** For `skip`. */
+  targets?: SkipTarget[];
+  by?: string;
+}
+
+export interface GateRef {
+  stage?: string;
+  group?: string;
+  timing?: GateTiming;
+  id?: string;
+}
+
+// ------------------------------------------------------------------------- engine inputs
+
+/** Which gate: by id, or by position (the first Pending gate there). */
+export interface GateSelector {
+  id?: string;
+  stage?: string;
+  group?: string;
+  timing?: GateTiming;
+}
+
+/** Operator / API commands. A refused command throws and changes nothing. */
+export type Command =
+  | { type: "upsertMember"; member: Member }
+  | { type: "deleteMember"; name: string }
+  | { type: "upsertStrategy"; name: string; strategy: UpdateStrategy }
+  | { type: "deleteStrategy"; name: string }
+  | { type: "createRun"; run: UpdateRunSpec }
+  | { type: "updateRun"; run: UpdateRunSpec }
+  | { type: "deleteRun"; name: string }
+  | { type: "startRun"; name: string }
+  | { type: "stopRun"; name: string }
+  | { type: "skip"; run: string; targets: SkipTarget[] }
+  | { type: "completeGate"; run: string; gate: GateSelector; by?: string }
+  | { type: "createRetryRun"; name: string; from: string }
+  | { type: "setFreezes"; freezes: Freeze[] }
+  | { type: "setCatalog"; catalog: ReleaseCatalog };
+
+/** What the world reports. (The core writes these fields in snake_case.) */
+export type Observation =
+  | { type: "upgradeSucceeded"; operation_id: string }
+  | { type: "upgradeFailed"; operation_id: string; message: string }
+  | { type: "memberObserved"; name: string; kubernetes_version: string; node_pools: NodePool[] }
+  | { type: "kubernetesReleased"; version: string; region: string; since: Timestamp }
+  | { type: "nodeImageReleased"; version: string; region: string; since: Timestamp };
+
+/** One engine input. */
+export type Input = { command: Command } | { observation: Observation } | "timeout";
+
+// ------------------------------------------------------------------------- engine outputs
+
+export type State =
+  | "NotStarted"
+  | "Running"
+  | "Stopping"
+  | "Stopped"
+  | "Skipped"
+  | "Failed"
+  | "Pending"
+  | "Completed";
+
+export type EventKind =
+  | "RunCreated"
+  | "RunUpdated"
+  | "RunDeleted"
+  | "RunStarted"
+  | "RunResumed"
+  | "RunCompleted"
+  | "RunFailed"
+  | "RunStopping"
+  | "RunStopped"
+  | "RunSkipped"
+  | "StageStarted"
+  | "StageCompleted"
+  | "StageFailed"
+  | "StageSkipped"
+  | "StageStopped"
+  | "GroupStarted"
+  | "GroupCompleted"
+  | "GroupFailed"
+  | "GroupSkipped"
+  | "GroupStopped"
+  | "GateCreated"
+  | "GateCompleted"
+  | "GateSkipped"
+  | "AfterStageWaitStarted"
+  | "AfterStageWaitCompleted"
+  | "AfterStageWaitSkipped"
+  | "MemberPending"
+  | "MemberStarted"
+  | "MemberCompleted"
+  | "MemberFailed"
+  | "MemberSkipped"
+  | "ActionRejected";
+
+/** Why something waits or was skipped. */
+export type Reason =
+  | "MaintenanceWindow"
+  | "VersionNotInRegion"
+  | "Freeze"
+  | "Lease"
+  | "Concurrency"
+  | "Gate"
+  | "AfterStageWait"
+  | "Stop"
+  | "PreviousStage"
+  | "Members"
+  | "AlreadyAtTarget"
+  | "NoConsistentImage"
+  | "SkippedByUser"
+  | "FailureThresholdExceeded";
+
+export type WakeReason =
+  | "MaintenanceWindow"
+  | "VersionAvailable"
+  | "ScheduledGate"
+  | "AfterStageWait"
+  | "FreezeEnds";
+
+export interface PoolImage {
+  nodePool: string;
+  imageVersion: string;
+}
+
+/** `{code, message}` on a status node or an event. */
+export interface StatusError {
+  code: string;
+  message: string;
+}
+
+/** One state change. */
+export interface Event {
+  at: Timestamp;
+  kind: EventKind;
+  /** The run (absent in a simulation's single-run timeline). */
+  run?: string;
+  stage?: string;
+  group?: string;
+  member?: string;
+  reason?: Reason;
+  until?: Timestamp;
+  gateType?: GateType;
+  timing?: GateTiming;
+  gateId?: string;
+  kubernetesVersion?: string;
+  nodeImages?: PoolImage[];
+  operationId?: string;
+  error?: StatusError;
+  message?: string;
+  by?: string;
+  /** The refused action (`ActionRejected`). */
+  action?: Action;
+}
+
+/** One member upgrade the host must perform; the result comes back as an Observation. */
+export interface UpgradeOperation {
+  /** `{run}/{member}`: a repeated command is recognisably the same operation. */
+  operationId: string;
+  run: string;
+  member: string;
+  region: string;
+  provider?: ProviderRef;
+  upgradeType: UpgradeType;
+  kubernetesVersion?: string;
+  nodeImages?: PoolImage[];
+}
+
+/** A cluster call for the host. */
+export type HostCommand = { type: "startUpgrade" } & UpgradeOperation;
+
+/** What `drainOutputs` yields. */
+export type Output = { command: HostCommand } | { event: Event };
+
+/** The next instant the engine must be woken with `timeout`. */
+export interface Wakeup {
+  at: Timestamp;
+  reason: WakeReason;
+  run: string;
+}
+
+// ------------------------------------------------------------------------- status tree
+
+export interface NodeStatus {
+  state: State;
+  startTime?: Timestamp;
+  completedTime?: Timestamp;
+  error?: StatusError;
+}
+
+export interface WaitingOn {
+  reason: Reason;
+  until?: Timestamp;
+  message?: string;
+}
+
+export interface GateStatus {
+  gateId?: string;
+  displayName?: string;
+  gateType: GateType;
+  timing: GateTiming;
+  status: NodeStatus;
+  /** ScheduledStart: when it opens. */
+  absoluteStartTime?: Timestamp;
+  completedBy?: string;
+}
+
+export interface WaitStatus {
+  status: NodeStatus;
+  waitDurationInSeconds: number;
+}
+
+export interface MemberStatus {
+  name: string;
+  status: NodeStatus;
+  message?: string;
+  operationId?: string;
+  kubernetesVersion?: string;
+  nodeImages?: PoolImage[];
+  waitingOn?: WaitingOn;
+}
+
+export interface GroupStatus {
+  name: string;
+  status: NodeStatus;
+  failureCount: number;
+  /** Resolved (clamped to the stage's). */
+  maxConcurrency: number;
+  maxAllowedFailures: number;
+  beforeGates?: GateStatus[];
+  afterGates?: GateStatus[];
+  members: MemberStatus[];
+  waitingOn?: WaitingOn;
+}
+
+export interface StageStatus {
+  name: string;
+  status: NodeStatus;
+  failureCount: number;
+  maxConcurrency: number;
+  maxAllowedFailures: number;
+  beforeGates?: GateStatus[];
+  afterGates?: GateStatus[];
+  afterStageWaitStatus: WaitStatus;
+  groups: GroupStatus[];
+  waitingOn?: WaitingOn;
+}
+
+/** The status tree of an update run. */
+export interface RunStatus {
+  status: NodeStatus;
+  failureCount: number;
+  nodeImageSelection?: { selectedNodeImageVersions: string[] };
+  stages: StageStatus[];
+  waitingOn?: WaitingOn;
+}
+
+// ------------------------------------------------------------------------- plans and reports
+
+export interface PlannedGate {
+  stage: string;
+  group?: string;
+  timing: GateTiming;
+  gateType: GateType;
+  displayName?: string;
+  needsHuman: boolean;
+}
+
+export interface PlannedMember {
+  name: string;
+  region: string;
+  action: "Upgrade" | "Skip" | "Fail";
+  kubernetesVersion?: string;
+  nodeImages?: PoolImage[];
+  message?: string;
+}
+
+export interface PlannedGroup {
+  name: string;
+  maxConcurrency: number;
+  maxAllowedFailures: number;
+  members: PlannedMember[];
+}
+
+export interface PlannedStage {
+  name: string;
+  maxConcurrency: number;
+  maxAllowedFailures: number;
+  afterStageWaitInSeconds: number;
+  groups: PlannedGroup[];
+}
+
+/** The plan preview of a run (`waverun plan -o json`). */
+export interface Plan {
+  run: string;
+  stages: PlannedStage[];
+  unassigned: string[];
+  gates: PlannedGate[];
+  selectedNodeImageVersions?: string[];
+  willFail?: string[];
+  membersToUpgrade: number;
+  membersToSkip: number;
+}
+
+export interface Summary {
+  state: State;
+  startedAt: Timestamp | null;
+  finishedAt: Timestamp | null;
+  makespanSeconds: number | null;
+  membersCompleted: number;
+  membersFailed: number;
+  membersSkipped: number;
+  /** NotStarted, Pending or Running at the end. */
+  membersPending: number;
+}
+
+/** What `simulate` returns: `waverun simulate -o json`. */
+export interface SimulationReport {
+  timeline: Event[];
+  run: { name: string; status: RunStatus };
+  summary: Summary;
+}

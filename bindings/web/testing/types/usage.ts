@@ -1,0 +1,163 @@
+// Type-checked under `tsc --strict` by test/types.test.mjs: every export used with precise types,
+// and `@ts-expect-error` lines that fail the check if a type were loose (e.g. `any`).
+import {
+  WaverunEngine,
+  isWaverunError,
+  plan,
+  simulate,
+  validateMember,
+  validateRun,
+  validateScenario,
+  validateStrategy,
+} from "waverun-wasm";
+import type {
+  Command,
+  ErrorCode,
+  Event,
+  FieldError,
+  Input,
+  Member,
+  Observation,
+  Output,
+  Plan,
+  RunStatus,
+  Scenario,
+  SimulationReport,
+  SkipTarget,
+  State,
+  UpdateRunSpec,
+  UpdateStrategy,
+  Wakeup,
+} from "waverun-wasm";
+
+const t = "2026-12-07T00:00:00Z";
+const member: Member = {
+  name: "c1",
+  group: "g",
+  labels: { env: "prod" },
+  region: "eastus",
+  kubernetesVersion: "1.30.4",
+  nodePools: [{ name: "system", osType: "Linux", imageVersion: "AKSUbuntu-2204gen2containerd-202411.03.0" }],
+  maintenance: {
+    kubernetes: { schedule: { weekly: { intervalWeeks: 1, dayOfWeek: "Saturday" } }, durationHours: 6, startTime: "01:00" },
+    nodeOS: { schedule: { relativeMonthly: { intervalMonths: 1, dayOfWeek: "Sunday", weekIndex: "Last" } }, durationHours: 4, startTime: "02:00", notAllowedDates: [{ start: "2026-12-24", end: "2026-12-26" }] },
+  },
+  provider: { name: "simulated" },
+};
+const strategy: UpdateStrategy = {
+  stages: [
+    { name: "s1", maxConcurrency: "25%", maxAllowedFailures: 1, afterStageWaitInSeconds: 60, groups: [{ name: "g", beforeGates: [{ type: "Approval", displayName: "ok?" }] }] },
+    { name: "s2", memberSelector: { byLabel: "env=prod" }, beforeGates: [{ type: "ScheduledStart", scheduledStartConfiguration: { startDay: "Tuesday", startTime: "09:00", utcOffset: "+01:00" } }] },
+  ],
+};
+const run: UpdateRunSpec = {
+  name: "r1",
+  strategy,
+  managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.31.2" }, nodeImageSelection: { type: "Consistent" } },
+};
+const scenario: Scenario = {
+  start: t,
+  autoApprove: true,
+  members: [{ ...member, behavior: { upgradeMinutes: 10, failAttempts: 1 } }],
+  releases: { kubernetes: [{ version: "1.31.2", available: { "*": t } }] },
+  freezes: [{ name: "year-end", start: "2026-12-20T00:00:00Z", end: "2027-01-02T00:00:00Z" }],
+  strategy,
+  run: { name: "r1", managedClusterUpdate: run.managedClusterUpdate },
+  actions: [{ at: t, do: "start" }, { at: t, do: "skip", targets: ["Member:c1", "AfterStageWait:s1"] }],
+};
+
+validateMember(member);
+validateStrategy(strategy);
+validateRun(run);
+validateScenario(scenario);
+const p: Plan = plan(scenario);
+const planned: ("Upgrade" | "Skip" | "Fail")[] = p.stages.flatMap((s) => s.groups.flatMap((g) => g.members.map((m) => m.action)));
+const report: SimulationReport = simulate(scenario);
+const state: State = report.summary.state;
+const started: string | null = report.summary.startedAt;
+const makespan: number | null = report.summary.makespanSeconds;
+const events: Event[] = report.timeline;
+const rejected = events.filter((e) => e.kind === "ActionRejected").map((e) => e.action?.do);
+
+const engine = new WaverunEngine(t);
+const commands: Command[] = [
+  { type: "upsertMember", member },
+  { type: "upsertStrategy", name: "st", strategy },
+  { type: "createRun", run },
+  { type: "updateRun", run: { ...run, strategy: undefined, updateStrategyName: "st" } },
+  { type: "startRun", name: "r1" },
+  { type: "skip", run: "r1", targets: ["Group:g"] },
+  { type: "completeGate", run: "r1", gate: { stage: "s1", group: "g", timing: "Before" }, by: "me" },
+  { type: "stopRun", name: "r1" },
+  { type: "createRetryRun", name: "r2", from: "r1" },
+  { type: "setFreezes", freezes: [] },
+  { type: "setCatalog", catalog: { kubernetes: [], nodeImages: [] } },
+  { type: "deleteRun", name: "r2" },
+  { type: "deleteStrategy", name: "st" },
+  { type: "deleteMember", name: "c1" },
+];
+const observations: Observation[] = [
+  { type: "upgradeSucceeded", operation_id: "r1/c1" },
+  { type: "upgradeFailed", operation_id: "r1/c1", message: "boom" },
+  { type: "memberObserved", name: "c1", kubernetes_version: "1.31.2", node_pools: [] },
+  { type: "kubernetesReleased", version: "1.31.3", region: "*", since: t },
+  { type: "nodeImageReleased", version: "AKSUbuntu-2204gen2containerd-202412.01.0", region: "eastus", since: t },
+];
+const inputs: Input[] = [...commands.map((command) => ({ command })), ...observations.map((observation) => ({ observation })), "timeout"];
+const failures: [ErrorCode, string | undefined, FieldError[]][] = [];
+for (const input of inputs) {
+  try {
+    engine.handleInput(t, input);
+  } catch (e) {
+    if (!isWaverunError(e)) throw e;
+    failures.push([e.code, e.path, e.fields]);
+  }
+}
+engine.command(t, commands[0]);
+engine.observe(t, observations[0]);
+engine.timeout(t);
+const outputs: Output[] = engine.drainOutputs();
+for (const out of outputs) {
+  if ("command" in out) {
+    const kind: "startUpgrade" = out.command.type;
+    const id: string = out.command.operationId;
+  } else {
+    const when: string = out.event.at;
+  }
+}
+const wake: Wakeup | undefined = engine.nextWakeup();
+const status: RunStatus = engine.status("r1");
+const samePlan: Plan = engine.plan("r1");
+const restored: WaverunEngine = WaverunEngine.restore(engine.snapshot());
+const now: string = restored.now;
+restored.free();
+
+// Each of these must be a type error.
+// @ts-expect-error an unknown command
+engine.command(t, { type: "launchRockets" });
+// @ts-expect-error startRun needs a name
+engine.command(t, { type: "startRun" });
+// @ts-expect-error the core's observations are snake_case
+engine.observe(t, { type: "upgradeSucceeded", operationId: "r1/c1" });
+// @ts-expect-error not an input
+engine.handleInput(t, "tick");
+// @ts-expect-error not a state
+const notState: State = "Done";
+// @ts-expect-error a skip target names its kind
+const target: SkipTarget = "c1";
+// @ts-expect-error a report is an object
+const text: string = simulate(scenario);
+// @ts-expect-error the codes are a closed set
+const code: ErrorCode = "Oops";
+// @ts-expect-error an unknown OS
+validateMember({ ...member, nodePools: [{ name: "p", osType: "Solaris", imageVersion: "x" }] });
+// @ts-expect-error scenarios need members
+simulate({ start: t, run: scenario.run });
+try {
+  validateStrategy(strategy);
+} catch (e) {
+  // @ts-expect-error `e` is unknown until isWaverunError narrows it
+  e.code;
+}
+// @ts-expect-error nextWakeup may be undefined
+const at: string = engine.nextWakeup().at;
