@@ -22,13 +22,14 @@
 //! timings.
 
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use waverun_core::catalog::Catalog;
-use waverun_core::sim::{Scenario, SimulatedFleet, Simulation};
+use waverun_core::sim::{Behavior, Scenario, ScenarioMember, SimulatedFleet, Simulation};
 use waverun_core::{
-    Command, Engine, EventKind, GateSelector, GateType, HostCommand, Input, Member, Output, State,
-    Timestamp,
+    Command, Engine, EventKind, GateSelector, GateType, HostCommand, Input, Maintenance, Member,
+    NodePool, OsType, Output, State, Timestamp,
 };
 
 const START: &str = "2026-12-07T00:00:00Z";
@@ -78,19 +79,36 @@ fn selector(s: usize, g: usize) -> String {
 /// Approval gate before each stage; upgrades take 30 min plus seeded jitter of up to 10 min.
 fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
     let per_stage = shape.groups * shape.per_group;
-    let members: Vec<Value> = (0..shape.members())
+    // Members are built directly (not through JSON) to keep the process's memory low before
+    // the peak-RSS measurement starts.
+    let members: Vec<ScenarioMember> = (0..shape.members())
         .map(|i| {
             let (s, g) = (i / per_stage, (i / shape.per_group) % shape.groups);
-            json!({
-                "name": format!("m{i:06}"),
-                "group": format!("s{s:02}-g{g:02}"),
-                "labels": {"ring": format!("r{s:02}"), "cell": format!("c{g:02}"), "tier": TIERS[i % 2]},
-                "region": REGIONS[i % REGIONS.len()],
-                "kubernetesVersion": "1.30.4",
-                "nodePools": [{"name": "system", "osType": "Linux",
-                               "imageVersion": "AKSUbuntu-2204gen2containerd-202411.03.0"}],
-                "behavior": {"upgradeMinutes": 30, "jitterMinutes": 10},
-            })
+            ScenarioMember {
+                name: format!("m{i:06}"),
+                group: Some(format!("s{s:02}-g{g:02}")),
+                labels: BTreeMap::from([
+                    ("ring".to_string(), format!("r{s:02}")),
+                    ("cell".to_string(), format!("c{g:02}")),
+                    ("tier".to_string(), TIERS[i % 2].to_string()),
+                ]),
+                region: REGIONS[i % REGIONS.len()].to_string(),
+                kubernetes_version: "1.30.4".to_string(),
+                node_pools: vec![NodePool {
+                    name: "system".to_string(),
+                    os_type: OsType::Linux,
+                    image_version: "AKSUbuntu-2204gen2containerd-202411.03.0".to_string(),
+                    from_snapshot: false,
+                }],
+                maintenance: Maintenance::default(),
+                long_term_support: false,
+                provider: None,
+                behavior: Behavior {
+                    upgrade_minutes: 30,
+                    fail_attempts: 0,
+                    jitter_minutes: 10,
+                },
+            }
         })
         .collect();
     let stages: Vec<Value> = (0..shape.stages)
@@ -118,7 +136,7 @@ fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
         "start": START,
         "autoApprove": true,
         "seed": 7,
-        "members": members,
+        "members": [],
         "releases": {
             "kubernetes": [{"version": "1.31.2", "available": everywhere}],
             "nodeImages": [
@@ -133,7 +151,10 @@ fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
         }},
         "actions": [{"at": START, "do": "start"}],
     });
-    Scenario::from_json(&v.to_string()).expect("benchmark scenario is valid")
+    let mut sc = Scenario::from_json(&v.to_string()).expect("benchmark scenario parses");
+    sc.members = members;
+    sc.validate().expect("benchmark scenario is valid");
+    sc
 }
 
 // ------------------------------------------------------------------ measurements
@@ -480,7 +501,11 @@ fn section_rollout(cfg: &Config, shape: Shape) {
 fn section_scaling(cfg: &Config, shapes: &[Shape]) {
     println!("\n(c) scaling: the same rollout at several fleet sizes (median of runs)");
     println!(
-        "  {:<42} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
+        "  (per-input work depends on the groups per stage, at most 50, not on the fleet: \
+         compare rows with the same group count)"
+    );
+    println!(
+        "  {:<42} {:>5} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>17}",
         "fleet",
         "runs",
         "events",
@@ -490,6 +515,7 @@ fn section_scaling(cfg: &Config, shapes: &[Shape]) {
         "run/event",
         "p50 input",
         "p99 input",
+        "p50 event",
         "peak RSS"
     );
     for &shape in shapes {
@@ -511,7 +537,7 @@ fn section_scaling(cfg: &Config, shapes: &[Shape]) {
         let run = median(runs.iter().map(|r| r.run).collect());
         let events = runs[0].events;
         println!(
-            "  {:<42} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11} {:>10} {:>10} {:>12}",
+            "  {:<42} {:>5} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>17}",
             shape.label(),
             reps,
             events,
@@ -521,6 +547,7 @@ fn section_scaling(cfg: &Config, shapes: &[Shape]) {
             us(run.as_nanos() as f64 / events as f64),
             us(percentile(&stats.sorted, 0.5) as f64),
             us(percentile(&stats.sorted, 0.99) as f64),
+            us(percentile(&stats.per_event_sorted, 0.5) as f64),
             rss(reset)
         );
     }
@@ -586,15 +613,25 @@ fn section_plan(cfg: &Config, shape: Shape) {
     println!("  {:<50} {:>14}", "peak RSS", rss(reset));
 }
 
+const SECTIONS: [&str; 3] = ["rollout", "scaling", "plan"];
+
 fn main() {
-    // `cargo bench` passes `--bench`; anything else but `--quick` is ignored too.
+    // `cargo bench` passes `--bench`; unknown arguments are ignored.
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     // `--only=rollout|scaling|plan` runs one section (for profiling).
     let only = args
         .iter()
         .find_map(|a| a.strip_prefix("--only=").map(str::to_string));
+    if let Some(o) = &only {
+        assert!(
+            SECTIONS.contains(&o.as_str()),
+            "--only=rollout|scaling|plan"
+        );
+    }
     let want = |s: &str| only.as_deref().is_none_or(|o| o == s);
+    // Internal: set on the per-section child processes.
+    let child = args.iter().any(|a| a == "--child");
     // `--emit-scenario=PATH` writes the 10,000-member scenario (JSON, which `waverun simulate`
     // reads) and exits: for profiling the CLI, or diffing reports across engine changes.
     if let Some(path) = args.iter().find_map(|a| a.strip_prefix("--emit-scenario=")) {
@@ -614,15 +651,38 @@ fn main() {
         quick,
         reps: if quick { 1 } else { 7 },
     };
-    println!(
-        "waverun rollout benchmark ({} mode, {} build)",
-        if quick { "quick" } else { "full" },
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "optimised"
+    if !child {
+        println!(
+            "waverun rollout benchmark ({} mode, {} build)",
+            if quick { "quick" } else { "full" },
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "optimised"
+            }
+        );
+    }
+    // Without `--only`, each section runs in a child process of its own, so that its peak RSS
+    // is its own (the allocator keeps what earlier sections freed).
+    if only.is_none() && !child {
+        let exe = std::env::current_exe().expect("own path");
+        for section in SECTIONS {
+            let forwarded = args[1..]
+                .iter()
+                .filter(|a| *a == "--quick" || a.starts_with("--shape="));
+            let status = std::process::Command::new(&exe)
+                .arg(format!("--only={section}"))
+                .arg("--child")
+                .args(forwarded)
+                .status()
+                .expect("start a section process");
+            assert!(status.success(), "section {section} failed: {status}");
         }
-    );
+        println!(
+            "\ntargets: rollout <= 1 s, per-event p50 <= 5 µs, plan <= 50 ms (10,000 members)"
+        );
+        return;
+    }
     let shape = |members_per_group, groups| Shape {
         stages: 20,
         groups,
@@ -633,9 +693,25 @@ fn main() {
     } else {
         (
             shape(10, 50),
-            vec![shape(10, 5), shape(10, 50), shape(20, 50)],
+            vec![shape(10, 5), shape(1, 50), shape(10, 50), shape(20, 50)],
             shape(10, 50),
         )
+    };
+    // `--shape=STAGESxGROUPSxMEMBERS` replaces the (a)/(b) fleet (e.g. `--shape=20x50x10`).
+    let rollout = match args.iter().find_map(|a| a.strip_prefix("--shape=")) {
+        Some(text) => {
+            let n: Vec<usize> = text
+                .split('x')
+                .map(|n| n.parse().expect("--shape=STAGESxGROUPSxMEMBERS"))
+                .collect();
+            assert!(n.len() == 3, "--shape=STAGESxGROUPSxMEMBERS");
+            Shape {
+                stages: n[0],
+                groups: n[1],
+                per_group: n[2],
+            }
+        }
+        None => rollout,
     };
     if want("rollout") {
         section_rollout(&cfg, rollout);
@@ -646,5 +722,4 @@ fn main() {
     if want("plan") {
         section_plan(&cfg, plan);
     }
-    println!("\ntargets: rollout <= 1 s, per-event p50 <= 5 µs, plan <= 50 ms (10,000 members)");
 }
