@@ -44,7 +44,11 @@ pub enum Input {
 
 /// Operator / API commands. Each is validated; a refused command changes nothing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "type")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "type"
+)]
 #[allow(clippy::large_enum_variant)] // commands are transient; boxing would only burden callers
 pub enum Command {
     /// Create or replace a member.
@@ -151,7 +155,11 @@ pub struct GateSelector {
 
 /// What the world reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "type")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "type"
+)]
 pub enum Observation {
     /// A member upgrade operation succeeded.
     UpgradeSucceeded {

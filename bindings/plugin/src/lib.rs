@@ -187,8 +187,8 @@ fn invalid_snapshot(message: impl Into<String>) -> AbiError {
 }
 
 /// An observation in the ABI's JSON form (section 6: `{"type": "upgradeSucceeded",
-/// "operationId": ...}`). The core's own serde form of [`Observation`] names the fields of its
-/// variants in snake_case (`operation_id`); the driver speaks the ABI's camelCase and converts.
+/// "operationId": ...}`), kept as the ABI's own type so the wire form cannot drift with the
+/// core's (today they are the same).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
     rename_all = "camelCase",

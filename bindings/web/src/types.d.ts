@@ -309,11 +309,11 @@ export type Command =
   | { type: "setFreezes"; freezes: Freeze[] }
   | { type: "setCatalog"; catalog: ReleaseCatalog };
 
-/** What the world reports. (The core writes these fields in snake_case.) */
+/** What the world reports. */
 export type Observation =
-  | { type: "upgradeSucceeded"; operation_id: string }
-  | { type: "upgradeFailed"; operation_id: string; message: string }
-  | { type: "memberObserved"; name: string; kubernetes_version: string; node_pools: NodePool[] }
+  | { type: "upgradeSucceeded"; operationId: string }
+  | { type: "upgradeFailed"; operationId: string; message: string }
+  | { type: "memberObserved"; name: string; kubernetesVersion: string; nodePools: NodePool[] }
   | { type: "kubernetesReleased"; version: string; region: string; since: Timestamp }
   | { type: "nodeImageReleased"; version: string; region: string; since: Timestamp };
 

@@ -127,8 +127,8 @@ function host(scenario, { restoreEveryStep = false } = {}) {
     for (const r of inFlight.filter((r) => r.due <= now)) {
       inFlight = inFlight.filter((x) => x !== r);
       input(now, { observation: r.ok
-        ? { type: "upgradeSucceeded", operation_id: r.operationId }
-        : { type: "upgradeFailed", operation_id: r.operationId, message: "simulated upgrade failure" } });
+        ? { type: "upgradeSucceeded", operationId: r.operationId }
+        : { type: "upgradeFailed", operationId: r.operationId, message: "simulated upgrade failure" } });
       drain(now);
     }
     while (next < actions.length && ms(actions[next].at) <= now) {

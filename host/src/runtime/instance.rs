@@ -898,8 +898,8 @@ fn new_store(plugin: &Plugin, host: Host, config: &InstanceConfig) -> Store<Host
 }
 
 /// An observation in the ABI's JSON form (section 6: `{"type": "upgradeSucceeded",
-/// "operationId": ...}`). `waverun-core`'s own serde form names the fields of the variants in
-/// snake_case (`operation_id`), so the top-level keys are converted to camelCase.
+/// "operationId": ...}`); keys are normalised to camelCase so the wire form cannot drift with the
+/// core's serde form (today they are the same).
 pub fn wire_observation(observation: &Observation) -> Value {
     let value = serde_json::to_value(observation).expect("observations serialise");
     match value {

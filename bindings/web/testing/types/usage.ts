@@ -97,9 +97,9 @@ const commands: Command[] = [
   { type: "deleteMember", name: "c1" },
 ];
 const observations: Observation[] = [
-  { type: "upgradeSucceeded", operation_id: "r1/c1" },
-  { type: "upgradeFailed", operation_id: "r1/c1", message: "boom" },
-  { type: "memberObserved", name: "c1", kubernetes_version: "1.31.2", node_pools: [] },
+  { type: "upgradeSucceeded", operationId: "r1/c1" },
+  { type: "upgradeFailed", operationId: "r1/c1", message: "boom" },
+  { type: "memberObserved", name: "c1", kubernetesVersion: "1.31.2", nodePools: [] },
   { type: "kubernetesReleased", version: "1.31.3", region: "*", since: t },
   { type: "nodeImageReleased", version: "AKSUbuntu-2204gen2containerd-202412.01.0", region: "eastus", since: t },
 ];
