@@ -137,8 +137,8 @@ restored.free();
 engine.command(t, { type: "launchRockets" });
 // @ts-expect-error startRun needs a name
 engine.command(t, { type: "startRun" });
-// @ts-expect-error the core's observations are snake_case
-engine.observe(t, { type: "upgradeSucceeded", operationId: "r1/c1" });
+// @ts-expect-error observation fields are camelCase
+engine.observe(t, { type: "upgradeSucceeded", operation_id: "r1/c1" });
 // @ts-expect-error not an input
 engine.handleInput(t, "tick");
 // @ts-expect-error not a state
