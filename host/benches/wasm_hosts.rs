@@ -1,0 +1,771 @@
+//! The engine on its three hosts, side by side in one run: native, the plugin in wasmtime, and
+//! the browser package in Node. A plain `main` (no harness); it reports, it never asserts on
+//! timings (only on correctness: every host completes the rollout, the plugin's report is byte
+//! for byte the native one).
+//!
+//! ```text
+//! cargo bench -p waverun --bench wasm_hosts            # full run (about a minute)
+//! cargo bench -p waverun --bench wasm_hosts -- --quick # CI smoke: small fleet, one repetition
+//! ```
+//!
+//! Inputs, built when missing: the release plugin
+//! (`target/wasm32-unknown-unknown/release/waverun_plugin.wasm`, `$WAVERUN_PLUGIN` overrides;
+//! `cargo build --release --target wasm32-unknown-unknown -p waverun-plugin`) and the Node
+//! package (`bindings/web/pkg/node`, `bindings/web/build.sh`). The scenario is the rollout
+//! bench's (`tests/src/bench_scenario.rs`): 10,000 members = 20 stages × 50 groups × 10.
+//!
+//! Sections:
+//! - (a)–(c) `simulate` of the scenario natively, through `simulate_plugin` (wasmtime) and
+//!   through the package's `simulate` in Node (`host/benches/node_simulate.mjs`; Node's
+//!   startup, package load and the input's `JSON.parse` are reported apart), median of runs
+//!   after a warm-up, with ratios to native; then where the plugin's time goes: the same
+//!   rollout with each `EngineDriver` call timed, for the native engine, the guest's driver
+//!   logic compiled natively (`waverun_plugin::Plugin`, JSON envelopes and journaling without
+//!   Wasm) and the plugin in wasmtime;
+//! - (d) per-call overhead: the `ping` request on a `PluginInstance` (mean of 100,000 calls),
+//!   and the same request handled by the guest's code compiled natively;
+//! - (e) the module cache: cold compile, load from the on-disk cache (hit) and its parts,
+//!   `InstancePre` instantiation and `waverun_init`; module sizes.
+//!
+//! Targets (issue): wasmtime ≤ 1.5× native, Node ≤ 2× native, instantiate from the cache ≤ 5 ms.
+
+#[path = "../../tests/src/bench_scenario.rs"]
+#[allow(dead_code)]
+mod bench_scenario;
+
+use bench_scenario::{scenario, Grouping, Shape};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+use waverun_core::error::{Error, ErrorCode};
+use waverun_core::sim::{simulate, EngineDriver, Scenario, Simulation, SimulationReport};
+use waverun_core::{
+    Engine, Event, HostCommand, Input, Output, RunStatus, State, Timestamp, UpgradeOperation,
+};
+use waverun_host::runtime::{
+    cache, simulate_plugin, timestamp_ms, wire_observation, Host, InstanceConfig, ManualClock,
+    MemoryPersistence, PluginDriver, PluginRuntime, QueueProvider, RuntimeConfig,
+};
+
+// ------------------------------------------------------------------ helpers
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn ms3(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB ({bytes} B)", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn from_ms(v: f64) -> Duration {
+    Duration::from_secs_f64(v / 1e3)
+}
+
+/// Times `f` `reps` times after `warmup` untimed calls.
+fn time_runs<T>(warmup: usize, reps: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
+    for _ in 0..warmup {
+        black_box(f());
+    }
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(f());
+            t.elapsed()
+        })
+        .collect()
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Process, what: &str) {
+    println!("  building {what}: {cmd:?}");
+    let status = cmd.status().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(status.success(), "{what} failed: {status}");
+}
+
+/// The release plugin, built when missing.
+fn plugin_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WAVERUN_PLUGIN") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let path = target.join("wasm32-unknown-unknown/release/waverun_plugin.wasm");
+    if !path.exists() {
+        run(
+            Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .current_dir(root())
+                .args(["build", "--release", "--target", "wasm32-unknown-unknown"])
+                .args(["-p", "waverun-plugin"]),
+            "the plugin",
+        );
+    }
+    path
+}
+
+/// The Node package, built when missing.
+fn node_package() -> PathBuf {
+    let pkg = root().join("bindings/web/pkg/node");
+    if !pkg.join("waverun_wasm.js").exists() {
+        run(
+            &mut Process::new(root().join("bindings/web/build.sh")),
+            "the Node package",
+        );
+    }
+    pkg
+}
+
+fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+// ------------------------------------------------------------------ timed drivers
+
+/// Calls of one `EngineDriver` method: count and total time.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    calls: u64,
+    time: Duration,
+}
+
+/// An `EngineDriver` with every call timed.
+struct Timed<D> {
+    inner: D,
+    /// handle_input, poll_output, next_wakeup, run_state, run_status.
+    tally: [Tally; 5],
+}
+
+const METHODS: [&str; 5] = [
+    "handle_input",
+    "poll_output",
+    "next_wakeup",
+    "run_state",
+    "run_status",
+];
+
+impl<D> Timed<D> {
+    fn new(inner: D) -> Timed<D> {
+        Timed {
+            inner,
+            tally: [Tally::default(); 5],
+        }
+    }
+    fn timed<T>(&mut self, i: usize, f: impl FnOnce(&mut D) -> T) -> T {
+        let t = Instant::now();
+        let r = f(&mut self.inner);
+        self.tally[i].time += t.elapsed();
+        self.tally[i].calls += 1;
+        r
+    }
+}
+
+impl<D: EngineDriver> EngineDriver for Timed<D> {
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
+        self.timed(0, |d| d.handle_input(now, input))
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        self.timed(1, |d| d.poll_output())
+    }
+    fn next_wakeup(&mut self) -> Option<Timestamp> {
+        self.timed(2, |d| d.next_wakeup())
+    }
+    fn run_state(&mut self, run: &str) -> Option<State> {
+        self.timed(3, |d| d.run_state(run))
+    }
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
+        self.timed(4, |d| d.run_status(run))
+    }
+}
+
+/// The guest's imports, natively: a virtual clock, in-memory journal and snapshot, a list of
+/// submitted operations.
+#[derive(Default)]
+struct NativeGuestHost {
+    now_ms: i64,
+    submitted: Vec<String>,
+    journal: Vec<String>,
+    snapshot: Option<String>,
+    /// Journal records and snapshots written, and their bytes.
+    records: (u64, u64),
+    snapshots: (u64, u64),
+}
+
+impl waverun_plugin::Host for NativeGuestHost {
+    fn clock_now_ms(&mut self) -> i64 {
+        self.now_ms
+    }
+    fn cluster_submit(&mut self, operation: &str) -> i32 {
+        self.submitted.push(operation.to_string());
+        0
+    }
+    fn cluster_query(&mut self, _query: &str) -> i32 {
+        0
+    }
+    fn journal_append(&mut self, record: &str) -> i32 {
+        self.records.0 += 1;
+        self.records.1 += record.len() as u64;
+        self.journal.push(record.to_string());
+        0
+    }
+    fn snapshot_write(&mut self, snapshot: &str) -> i32 {
+        self.snapshots.0 += 1;
+        self.snapshots.1 += snapshot.len() as u64;
+        self.snapshot = Some(snapshot.to_string());
+        self.journal.clear();
+        0
+    }
+    fn storage_read(&mut self, _kind: waverun_plugin::StorageKind) -> Result<Option<Vec<u8>>, i32> {
+        Ok(None)
+    }
+    fn log(&mut self, _level: waverun_plugin::LogLevel, _message: &str) {}
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    ok: bool,
+    #[serde(default)]
+    result: Value,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    events: Vec<Event>,
+}
+
+#[derive(Deserialize)]
+struct Events {
+    #[serde(default)]
+    events: Vec<Event>,
+}
+
+/// The guest's driver (`waverun_plugin::Plugin`: JSON envelopes, write-ahead journal,
+/// snapshots) compiled natively and driven exactly as `PluginDriver` drives the Wasm module,
+/// minus the Wasm boundary: separates the cost of the ABI's JSON from the cost of running in
+/// wasmtime.
+struct NativeGuestDriver {
+    guest: waverun_plugin::Plugin<NativeGuestHost>,
+    outputs: VecDeque<Output>,
+}
+
+impl NativeGuestDriver {
+    fn new() -> NativeGuestDriver {
+        let mut guest = waverun_plugin::Plugin::new(NativeGuestHost::default());
+        let init: Envelope = serde_json::from_str(&guest.init()).expect("init envelope");
+        assert!(init.ok, "init");
+        NativeGuestDriver {
+            guest,
+            outputs: VecDeque::new(),
+        }
+    }
+
+    fn request(&mut self, request: Value) -> Result<Value, Error> {
+        let arg = serde_json::to_vec(&serde_json::json!({"v": 1, "request": request}))
+            .expect("JSON serialises");
+        Self::envelope(&self.guest.request(&arg))
+    }
+
+    fn envelope(text: &str) -> Result<Value, Error> {
+        let env: Envelope = serde_json::from_str(text).expect("an envelope");
+        if env.ok {
+            Ok(env.result)
+        } else {
+            Err(Error::new(
+                ErrorCode::InvalidState,
+                format!("{:?} ({} events)", env.error, env.events.len()),
+            ))
+        }
+    }
+}
+
+impl EngineDriver for NativeGuestDriver {
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
+        self.guest.host_mut().now_ms = timestamp_ms(now);
+        let r = match &input {
+            Input::Command(c) => self.request(serde_json::json!({"type": "command", "command": c})),
+            Input::Observation(o) => {
+                let arg = serde_json::to_vec(
+                    &serde_json::json!({"v": 1, "observation": wire_observation(o)}),
+                )
+                .expect("JSON serialises");
+                Self::envelope(&self.guest.deliver(&arg))
+            }
+            Input::Timeout => Self::envelope(&self.guest.wake()),
+        };
+        for op in std::mem::take(&mut self.guest.host_mut().submitted) {
+            let op: UpgradeOperation = serde_json::from_str(&op).expect("an operation");
+            self.outputs
+                .push_back(Output::Command(HostCommand::StartUpgrade(op)));
+        }
+        let events: Events = serde_json::from_value(r?).expect("events");
+        self.outputs
+            .extend(events.events.into_iter().map(Output::Event));
+        Ok(())
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+    fn next_wakeup(&mut self) -> Option<Timestamp> {
+        #[derive(Deserialize)]
+        struct Wakeup {
+            at: Option<Timestamp>,
+        }
+        let r = self
+            .request(serde_json::json!({"type": "nextWakeup"}))
+            .ok()?;
+        serde_json::from_value::<Wakeup>(r).ok()?.at
+    }
+    fn run_state(&mut self, run: &str) -> Option<State> {
+        #[derive(Deserialize)]
+        struct Entry {
+            name: String,
+            state: State,
+        }
+        #[derive(Deserialize)]
+        struct Runs {
+            runs: Vec<Entry>,
+        }
+        let r = self.request(serde_json::json!({"type": "runs"})).ok()?;
+        let runs: Runs = serde_json::from_value(r).ok()?;
+        runs.runs
+            .into_iter()
+            .find(|e| e.name == run)
+            .map(|e| e.state)
+    }
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
+        let arg = serde_json::to_vec(&serde_json::json!({"v": 1, "run": run})).expect("JSON");
+        let r = Self::envelope(&self.guest.status(&arg))?;
+        Ok(serde_json::from_value(r).expect("a status tree"))
+    }
+}
+
+/// One rollout through `driver` with every driver call timed; returns the tallies and the
+/// total wall time.
+fn profile<D: EngineDriver>(sc: &Scenario, driver: D) -> ([Tally; 5], Duration) {
+    let t = Instant::now();
+    let mut sim = Simulation::with_engine(sc, Timed::new(driver)).expect("valid");
+    sim.run_to_end();
+    let report = sim.report();
+    let total = t.elapsed();
+    assert_eq!(report.summary.state, State::Completed);
+    (sim.driver().tally, total)
+}
+
+// ------------------------------------------------------------------ Node
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeTimings {
+    startup_ms: f64,
+    load_ms: f64,
+    read_ms: f64,
+    parse_ms: f64,
+    warmup_ms: Vec<f64>,
+    runs_ms: Vec<f64>,
+    ping_ns: f64,
+    events: usize,
+    completed: u32,
+    state: String,
+    node: String,
+}
+
+fn node_simulate(pkg: &Path, scenario_json: &Path, runs: usize, warmup: usize) -> NodeTimings {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/node_simulate.mjs");
+    let out = Process::new("node")
+        .arg("--max-old-space-size=4096")
+        .arg(&script)
+        .arg(pkg)
+        .arg(scenario_json)
+        .arg(runs.to_string())
+        .arg(warmup.to_string())
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "node failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("node output ({e}): {stdout}"))
+}
+
+// ------------------------------------------------------------------ main
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let (warmup, reps) = if quick { (0, 1) } else { (1, 7) };
+    let shape = if quick {
+        Shape {
+            stages: 20,
+            groups: 5,
+            per_group: 2,
+        }
+    } else {
+        Shape::FLEET_10K
+    };
+    println!(
+        "waverun wasm hosts benchmark ({} mode, {} build)",
+        if quick { "quick" } else { "full" },
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "optimised"
+        }
+    );
+
+    println!("\ninputs");
+    let wasm_path = plugin_path();
+    let pkg = node_package();
+    let wasm = std::fs::read(&wasm_path).expect("read the plugin");
+    let node_wasm = pkg.join("waverun_wasm_bg.wasm");
+    let sc = scenario(shape, Grouping::Mixed);
+    let scratch = root().join(format!("target/tmp/wasm_hosts-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    let scenario_json = scratch.join("scenario.json");
+    std::fs::write(
+        &scenario_json,
+        serde_json::to_string(&sc).expect("scenario serialises"),
+    )
+    .expect("write the scenario");
+    println!(
+        "  plugin        {} ({})",
+        wasm_path.display(),
+        mib(wasm.len() as u64)
+    );
+    println!(
+        "  node package  {} (module {})",
+        pkg.display(),
+        mib(file_size(&node_wasm))
+    );
+    println!(
+        "  scenario      {} ({}, JSON {})",
+        scenario_json.display(),
+        shape.label(),
+        mib(file_size(&scenario_json))
+    );
+
+    // (e) first, since it also yields the runtime the other sections use.
+    let cache_dir = scratch.join("cache");
+    let rt = PluginRuntime::new(RuntimeConfig::with_cache(&cache_dir)).expect("runtime");
+    let t = Instant::now();
+    let cold = rt.load(&wasm).expect("compile the plugin");
+    let cold_t = t.elapsed();
+    let cwasm = rt.cache_path(&wasm).expect("cache on");
+    let cache_reps = if quick { 3 } else { 21 };
+    // A fresh runtime (engine, linker) as a restarted process would have, then repeated hits.
+    let rt2 = PluginRuntime::new(RuntimeConfig::with_cache(&cache_dir)).expect("runtime");
+    let hits = time_runs(1, cache_reps, || {
+        let p = rt2.load(&wasm).expect("cache hit");
+        assert_eq!(p.cache_status(), &waverun_host::runtime::CacheStatus::Hit);
+        p
+    });
+    let sha_t = time_runs(1, cache_reps, || cache::sha256_hex(&wasm));
+    let read_cwasm_t = time_runs(1, cache_reps, || std::fs::read(&cwasm).expect("read"));
+    let crc_cwasm_t = time_runs(1, cache_reps, || {
+        crc32fast::hash(&std::fs::read(&cwasm).expect("read"))
+    });
+    let sha_cwasm_t = time_runs(1, cache_reps, || {
+        cache::sha256_hex(&std::fs::read(&cwasm).expect("read"))
+    });
+    let deser_t = time_runs(1, cache_reps, || {
+        // SAFETY: the artifact `rt.load` just wrote for this engine configuration.
+        unsafe { wasmtime::Module::deserialize_file(rt2.engine(), &cwasm) }.expect("deserialize")
+    });
+    let plugin = rt2.load(&wasm).expect("cache hit");
+    let new_host = || {
+        Host::new(
+            ManualClock::new(0),
+            QueueProvider::new(),
+            MemoryPersistence::new(),
+        )
+    };
+    let inst_t = time_runs(1, cache_reps, || {
+        plugin
+            .instantiate(new_host(), InstanceConfig::default())
+            .expect("instantiate")
+    });
+    let mut init_samples = Vec::new();
+    let mut both_samples = Vec::new();
+    for _ in 0..cache_reps + 1 {
+        let t0 = Instant::now();
+        let mut i = plugin
+            .instantiate(new_host(), InstanceConfig::default())
+            .expect("instantiate");
+        let t1 = Instant::now();
+        i.init().expect("init");
+        let t2 = Instant::now();
+        init_samples.push(t2 - t1);
+        both_samples.push(t2 - t0);
+    }
+    init_samples.remove(0);
+    both_samples.remove(0);
+    drop(cold);
+
+    // (a)-(c)
+    let native_reps = time_runs(warmup, reps, || simulate(&sc).expect("native"));
+    let native = simulate(&sc).expect("native");
+    assert_eq!(native.summary.state, State::Completed);
+    assert_eq!(native.summary.members_completed as usize, shape.members());
+    let plugin_reps = time_runs(warmup, reps, || {
+        simulate_plugin(&plugin, &sc).expect("plugin")
+    });
+    let in_wasm: SimulationReport = simulate_plugin(&plugin, &sc).expect("plugin");
+    let identical = serde_json::to_string(&native).expect("json")
+        == serde_json::to_string(&in_wasm).expect("json");
+    assert!(identical, "the plugin's report differs from the native one");
+    let t = Instant::now();
+    let node = node_simulate(&pkg, &scenario_json, reps, warmup);
+    let node_wall = t.elapsed();
+    assert_eq!(node.state, "Completed");
+    assert_eq!(node.events, native.timeline.len(), "Node: same events");
+    assert_eq!(node.completed, native.summary.members_completed);
+    let node_reps: Vec<Duration> = node.runs_ms.iter().copied().map(from_ms).collect();
+
+    let n = median(native_reps.clone());
+    let row = |name: &str, v: &[Duration], target: &str| {
+        let m = median(v.to_vec());
+        let min = *v.iter().min().expect("runs");
+        let max = *v.iter().max().expect("runs");
+        println!(
+            "  {:<34} {:>11} {:>11} {:>11} {:>8.2}x {:>10}",
+            name,
+            ms(m),
+            ms(min),
+            ms(max),
+            m.as_secs_f64() / n.as_secs_f64(),
+            target
+        );
+    };
+    println!(
+        "\n(a)-(c) simulate: {}, {} events; median of {} run(s){}",
+        shape.label(),
+        native.timeline.len(),
+        reps,
+        if warmup > 0 {
+            " after a warm-up run"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  {:<34} {:>11} {:>11} {:>11} {:>9} {:>10}",
+        "host", "median", "min", "max", "vs native", "target"
+    );
+    row("(a) native (waverun_core::sim)", &native_reps, "");
+    row("(b) plugin in wasmtime", &plugin_reps, "<= 1.5x");
+    row(
+        &format!("(c) package in Node {}", node.node),
+        &node_reps,
+        "<= 2x",
+    );
+    println!(
+        "  plugin report byte-identical to native: {identical}; Node: same event count ({}) \
+         and members completed ({})",
+        node.events, node.completed
+    );
+    println!(
+        "  Node, outside the timed runs: process startup {:.1} ms, package load (compile + \
+         instantiate) {:.1} ms, read scenario {:.1} ms, JSON.parse {:.1} ms, warm-up run(s) \
+         {:?} ms; whole node process {}",
+        node.startup_ms,
+        node.load_ms,
+        node.read_ms,
+        node.parse_ms,
+        node.warmup_ms
+            .iter()
+            .map(|v| (v * 10.0).round() / 10.0)
+            .collect::<Vec<_>>(),
+        ms(node_wall)
+    );
+    println!(
+        "  (the Node runs include converting the scenario to Rust and the report to JS objects)"
+    );
+
+    // Where the time goes: one profiled rollout per driver.
+    println!("\n  where the time goes (one rollout each, every EngineDriver call timed):");
+    let profiles = [
+        ("native Engine", profile(&sc, Engine::new(sc.start))),
+        (
+            "guest driver, native",
+            profile(&sc, NativeGuestDriver::new()),
+        ),
+        (
+            "plugin in wasmtime",
+            profile(&sc, PluginDriver::new(&plugin).expect("driver")),
+        ),
+    ];
+    print!("  {:<22} {:>10}", "driver", "total");
+    for m in METHODS {
+        print!(" {:>22}", m);
+    }
+    println!();
+    for (name, (tally, total)) in &profiles {
+        print!("  {:<22} {:>10}", name, ms(*total));
+        for t in tally {
+            let per = if t.calls == 0 {
+                0.0
+            } else {
+                t.time.as_secs_f64() * 1e6 / t.calls as f64
+            };
+            print!(
+                " {:>22}",
+                format!("{} ({}×{:.1}µs)", ms(t.time), t.calls, per)
+            );
+        }
+        println!();
+    }
+
+    let mut sim = Simulation::with_engine(&sc, NativeGuestDriver::new()).expect("valid");
+    sim.run_to_end();
+    let h = sim.driver().guest.host();
+    println!(
+        "  guest persistence per rollout: {} journal records ({}), {} snapshots ({}), \
+         the snapshots being written every {} records",
+        h.records.0,
+        mib(h.records.1),
+        h.snapshots.0,
+        mib(h.snapshots.1),
+        waverun_plugin::SNAPSHOT_EVERY
+    );
+    drop(sim);
+
+    // (d) per-call overhead.
+    let calls = if quick { 10_000 } else { 200_000 };
+    let mut inst = plugin
+        .instantiate(new_host(), InstanceConfig::default())
+        .expect("instantiate");
+    inst.init().expect("init");
+    for _ in 0..calls / 10 {
+        inst.ping().expect("ping");
+    }
+    let t = Instant::now();
+    for _ in 0..calls {
+        inst.ping().expect("ping");
+    }
+    let ping_wasm = t.elapsed().as_secs_f64() * 1e9 / calls as f64;
+    let mut guest = waverun_plugin::Plugin::new(NativeGuestHost::default());
+    let ping_native = |guest: &mut waverun_plugin::Plugin<NativeGuestHost>| {
+        let arg = serde_json::to_vec(&serde_json::json!({"v": 1, "request": {"type": "ping"}}))
+            .expect("JSON");
+        let env: Envelope = serde_json::from_str(&guest.request(&arg)).expect("envelope");
+        assert!(env.ok);
+        black_box(env.result);
+    };
+    for _ in 0..calls / 10 {
+        ping_native(&mut guest);
+    }
+    let t = Instant::now();
+    for _ in 0..calls {
+        ping_native(&mut guest);
+    }
+    let ping_nat = t.elapsed().as_secs_f64() * 1e9 / calls as f64;
+    println!("\n(d) per-call overhead: the `ping` request, mean of {calls} calls");
+    println!(
+        "  {:<60} {:>10.2} µs",
+        "PluginInstance::ping (wasmtime)",
+        ping_wasm / 1e3
+    );
+    println!(
+        "  {:<60} {:>10.2} µs",
+        "same request, guest code native (JSON in and out, no Wasm)",
+        ping_nat / 1e3
+    );
+    println!(
+        "  {:<60} {:>10.2} µs",
+        "  => the Wasm boundary (alloc + copy + call + free, deadline)",
+        (ping_wasm - ping_nat) / 1e3
+    );
+    println!(
+        "  {:<60} {:>10.2} µs",
+        "Node: a trivial package call (isWaverunError), for scale",
+        node.ping_ns / 1e3
+    );
+
+    // (e) cache.
+    println!("\n(e) module cache and instantiation (median of {cache_reps})");
+    println!(
+        "  {:<60} {:>12}",
+        "cold: compile + store (Cranelift), once",
+        ms(cold_t)
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "load from the on-disk cache (hit), PluginRuntime::load",
+        ms3(median(hits))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "  for scale: SHA-256 of the wasm (cache key)",
+        ms3(median(sha_t))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "  for scale: read the .cwasm into memory",
+        ms3(median(read_cwasm_t))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "  for scale: read + CRC-32 of the .cwasm",
+        ms3(median(crc_cwasm_t))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "  for scale: read + SHA-256 of the .cwasm",
+        ms3(median(sha_cwasm_t))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "  for scale: Module::deserialize_file alone",
+        ms3(median(deser_t))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "InstancePre instantiate (+ ABI version check)",
+        ms3(median(inst_t))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "waverun_init (empty storage)",
+        ms3(median(init_samples))
+    );
+    println!(
+        "  {:<60} {:>12}",
+        "instantiate + waverun_init",
+        ms3(median(both_samples))
+    );
+    println!("  {:<60} {:>12}", "", "");
+    println!("  sizes: plugin .wasm {}", mib(wasm.len() as u64));
+    println!("         plugin .cwasm {}", mib(file_size(&cwasm)));
+    println!(
+        "         Node package module {}",
+        mib(file_size(&node_wasm))
+    );
+
+    println!(
+        "\ntargets: wasmtime <= 1.5x native, Node <= 2x native, instantiate from the cache <= 5 ms"
+    );
+    drop(plugin);
+    drop(rt2);
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&scratch);
+}
