@@ -16,7 +16,8 @@
 //!   `waverun_deliver`, `waverun_wake`) is appended with `journal_append` *before* it is
 //!   applied; if the host does not confirm durability, the input is refused with
 //!   `PersistenceFailed` and nothing changes;
-//! - **snapshots** every [`SNAPSHOT_EVERY`] journal records and on request;
+//! - **snapshots** every [`SNAPSHOT_EVERY`] journal records once the journal since the last
+//!   snapshot is at least as large as that snapshot (amortised cost), and on request;
 //! - **restart**: `waverun_init` restores the snapshot, replays the journal without cluster calls
 //!   and then asks the host (`cluster_query`) about every operation still in flight, submitting
 //!   again those the host does not know;
@@ -370,6 +371,10 @@ struct Active {
     seq: u64,
     /// `seq` at the last snapshot (written or attempted).
     snapshot_seq: u64,
+    /// Bytes journaled since the last snapshot.
+    journal_bytes: u64,
+    /// Size of the last snapshot written (0 before the first).
+    snapshot_bytes: u64,
     /// Payloads of the operations in flight, by id.
     operations: BTreeMap<String, UpgradeOperation>,
 }
@@ -622,6 +627,8 @@ impl<H: Host> Plugin<H> {
             engine,
             seq: snap_seq,
             snapshot_seq: snap_seq,
+            journal_bytes: 0,
+            snapshot_bytes: 0,
             operations,
         });
 
@@ -848,7 +855,9 @@ impl<H: Host> Plugin<H> {
                 format!("journal_append returned {rc}: the input was not applied"),
             ));
         }
-        self.active.as_mut().expect("initialised").seq += 1;
+        let a = self.active.as_mut().expect("initialised");
+        a.seq += 1;
+        a.journal_bytes += json.len() as u64;
         Ok(())
     }
 
@@ -925,7 +934,9 @@ impl<H: Host> Plugin<H> {
 
     fn maybe_snapshot(&mut self) {
         let a = self.active.as_ref().expect("initialised");
-        if a.seq - a.snapshot_seq >= SNAPSHOT_EVERY {
+        // Amortised: a snapshot costs no more than the journal it replaces, so a large fleet
+        // (whose snapshot is big) snapshots less often than every SNAPSHOT_EVERY records.
+        if a.seq - a.snapshot_seq >= SNAPSHOT_EVERY && a.journal_bytes >= a.snapshot_bytes {
             let (_, rc) = self.write_snapshot();
             if rc != 0 {
                 self.host.log(
@@ -947,6 +958,8 @@ impl<H: Host> Plugin<H> {
             serde_json::to_string(&ops).expect("operations serialise")
         );
         a.snapshot_seq = a.seq;
+        a.journal_bytes = 0;
+        a.snapshot_bytes = doc.len() as u64;
         let rc = self.host.snapshot_write(&doc);
         (doc, rc)
     }
