@@ -6,7 +6,7 @@
 mod runtime_support;
 
 use runtime_support::{plugin, plugin_wasm, shared_cache, workspace};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use waverun_core::sim::{simulate, Scenario, Simulation, SimulationReport};
 use waverun_host::load_scenario;
 use waverun_host::runtime::{
@@ -300,120 +300,5 @@ fn the_plugin_traps_cleanly_when_its_memory_limit_is_too_small() {
         Err(PluginError::Trap(t)) => assert_eq!(t.kind, TrapKind::MemoryLimit),
         Err(e) => panic!("expected a memory-limit trap, got {e}"),
         Ok(_) => panic!("instantiated in 64 KiB"),
-    }
-}
-
-/// Prints load, instantiation and call figures (`--ignored --nocapture`).
-#[test]
-#[ignore]
-fn measure_load_and_call_overhead() {
-    let wasm = std::fs::read(plugin_wasm()).unwrap();
-    eprintln!("plugin: {} bytes", wasm.len());
-    let no_cache = PluginRuntime::new(RuntimeConfig::default()).unwrap();
-    let t = Instant::now();
-    no_cache.load(&wasm).unwrap();
-    eprintln!("compile (no cache):          {:?}", t.elapsed());
-
-    let dir = tempfile::tempdir().unwrap();
-    let rt = PluginRuntime::new(RuntimeConfig::with_cache(dir.path())).unwrap();
-    let t = Instant::now();
-    rt.load(&wasm).unwrap();
-    eprintln!("compile + store in cache:    {:?}", t.elapsed());
-    let n = 20;
-    let t = Instant::now();
-    for _ in 0..n {
-        let p = rt.load(&wasm).unwrap();
-        assert_eq!(p.cache_status(), &waverun_host::runtime::CacheStatus::Hit);
-    }
-    eprintln!("load from cache (hit):       {:?}", t.elapsed() / n);
-    let cwasm = rt.cache_path(&wasm).unwrap();
-    eprintln!(
-        "precompiled artifact:        {} bytes",
-        std::fs::metadata(&cwasm).unwrap().len()
-    );
-    use waverun_host::runtime::cache::sha256_hex;
-    let t = Instant::now();
-    for _ in 0..n {
-        sha256_hex(&wasm);
-    }
-    eprintln!("  of which sha256(wasm) key: {:?}", t.elapsed() / n);
-    let t = Instant::now();
-    for _ in 0..n {
-        sha256_hex(&std::fs::read(&cwasm).unwrap());
-    }
-    eprintln!("  of which artifact digest:  {:?}", t.elapsed() / n);
-    let plugin = rt.load(&wasm).unwrap();
-
-    let n = 200;
-    let t = Instant::now();
-    for _ in 0..n {
-        let _ = plugin
-            .instantiate(
-                fresh_host(&ManualClock::new(0), &MemoryPersistence::new()),
-                InstanceConfig::default(),
-            )
-            .unwrap();
-    }
-    eprintln!("instantiate + ABI check:     {:?}", t.elapsed() / n);
-    let t = Instant::now();
-    for _ in 0..n {
-        let mut i = plugin
-            .instantiate(
-                fresh_host(&ManualClock::new(0), &MemoryPersistence::new()),
-                InstanceConfig::default(),
-            )
-            .unwrap();
-        i.init().unwrap();
-    }
-    eprintln!("instantiate + init (empty):  {:?}", t.elapsed() / n);
-
-    let mut i = plugin
-        .instantiate(
-            fresh_host(&ManualClock::new(0), &MemoryPersistence::new()),
-            InstanceConfig::default(),
-        )
-        .unwrap();
-    i.init().unwrap();
-    for _ in 0..1_000 {
-        i.ping().unwrap();
-    }
-    let n = 20_000;
-    let t = Instant::now();
-    for _ in 0..n {
-        i.ping().unwrap();
-    }
-    eprintln!("ping round trip:             {:?}", t.elapsed() / n);
-    let t = Instant::now();
-    for _ in 0..n {
-        i.next_wakeup().unwrap();
-    }
-    eprintln!("waverun_next_wakeup:         {:?}", t.elapsed() / n);
-
-    // Recovery after a whole run (journal of every input, no snapshot yet).
-    let s = scenario("host/examples/fleet-rollout.yaml");
-    let mut sim = Simulation::with_engine(&s, PluginDriver::new(&plugin).unwrap()).unwrap();
-    sim.run_to_end();
-    let records = sim.driver().persistence().journal_len();
-    let t = Instant::now();
-    sim.driver().recover().unwrap();
-    eprintln!("recover (replay {records} records): {:?}", t.elapsed());
-
-    for file in [
-        "host/examples/fleet-rollout.yaml",
-        "tests/scenarios/concurrency-percent.yaml",
-    ] {
-        let s = scenario(file);
-        let n = 20;
-        let t = Instant::now();
-        for _ in 0..n {
-            simulate(&s).unwrap();
-        }
-        let native = t.elapsed() / n;
-        let t = Instant::now();
-        for _ in 0..n {
-            waverun_host::runtime::simulate_plugin(&plugin, &s).unwrap();
-        }
-        let wasm = t.elapsed() / n;
-        eprintln!("simulate {file}: native {native:?}, wasm {wasm:?}");
     }
 }
