@@ -524,6 +524,16 @@ impl Engine {
         })
     }
 
+    /// How many operations are in flight (O(1)).
+    pub fn operations_in_flight_count(&self) -> usize {
+        self.operations.len()
+    }
+
+    /// Whether the operation `operation_id` is in flight.
+    pub fn is_operation_in_flight(&self, operation_id: &str) -> bool {
+        self.operations.contains_key(operation_id)
+    }
+
     /// The plan preview of a run: members per stage and group, unassigned members, resolved
     /// limits, gates needing a human, selected Consistent images.
     pub fn plan(&self, run: &str) -> Result<plan::Plan, Error> {

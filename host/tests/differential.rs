@@ -8,7 +8,7 @@ mod runtime_support;
 use runtime_support::{plugin, plugin_wasm, scenario_files, workspace};
 use waverun_core::sim::{simulate, Simulation};
 use waverun_host::load_scenario;
-use waverun_host::runtime::PluginDriver;
+use waverun_host::runtime::{core_error, PluginDriver};
 
 #[test]
 fn every_scenario_decides_the_same_natively_and_in_wasmtime() {
@@ -62,6 +62,43 @@ fn every_scenario_decides_the_same_natively_and_in_wasmtime() {
         "{} scenarios identical natively and in wasmtime",
         files.len()
     );
+}
+
+#[test]
+fn every_scenario_simulates_the_same_inside_the_plugin() {
+    // The plugin's pure `simulate` request: the whole simulation inside the guest.
+    let (_rt, plugin) = plugin();
+    let mut driver = PluginDriver::new(&plugin).unwrap();
+    let files = scenario_files();
+    for file in &files {
+        let name = file.strip_prefix(workspace()).unwrap_or(file).display();
+        let scenario = load_scenario(file).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let native = simulate(&scenario).map(|r| serde_json::to_string(&r).unwrap());
+        let text = serde_json::to_string(&scenario).unwrap();
+        let wasm = driver.instance().simulate_json(&text);
+        match (native, wasm) {
+            (Ok(a), Ok(b)) => assert!(a == b, "{name}: the reports differ"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), core_error(b).to_string(), "{name}"),
+            (a, b) => panic!("{name}: native {a:?} vs plugin {b:?}"),
+        }
+    }
+    // Typed, and a refusal that names the field.
+    let scenario = load_scenario(&files[0]).unwrap();
+    let report = driver.instance().simulate(&scenario).unwrap();
+    assert_eq!(report, simulate(&scenario).unwrap());
+    let mut bad = serde_json::to_value(&scenario).unwrap();
+    bad["strategy"]["stages"][0]["maxConcurrency"] = serde_json::json!("120%");
+    let e = driver
+        .instance()
+        .simulate_json(&bad.to_string())
+        .unwrap_err();
+    let e = core_error(e);
+    assert_eq!(e.code.as_str(), "InvalidField", "{e}");
+    assert_eq!(e.fields[0].path, "strategy.stages[0].maxConcurrency", "{e}");
+    let e = driver.instance().simulate_json("{not json").unwrap_err();
+    assert!(e.to_string().contains("not JSON"), "{e}");
+    // Nothing reached the journal: simulate is pure.
+    assert_eq!(driver.persistence().appends(), 0);
 }
 
 #[test]

@@ -11,7 +11,11 @@
 //!
 //! What the driver adds to the engine:
 //! - **JSON envelopes** (`{"v":1,"ok":true,"result":...}` / `{"v":1,"ok":false,"error":...}`)
-//!   and the ABI's error codes ([`Code`]);
+//!   and the ABI's error codes ([`Code`]); arguments are read field by field straight from their
+//!   bytes (`RawValue`), never through an intermediate JSON tree;
+//! - **pure requests**, answered before `waverun_init` and journaled nowhere: `ping`, and
+//!   `simulate` (a scenario through the engine and the simulated fleet inside the guest, the
+//!   report byte for byte the native simulator's);
 //! - **write-ahead journaling**: every state-changing input (`command` requests,
 //!   `waverun_deliver`, `waverun_wake`) is appended with `journal_append` *before* it is
 //!   applied; if the host does not confirm durability, the input is refused with
@@ -29,8 +33,10 @@
 
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use waverun_core::sim::{simulate, Scenario};
 use waverun_core::{
     Command, Engine, Error, ErrorCode, Event, EventKind, FieldError, HostCommand, Input,
     Observation, Output, RunStatus, Timestamp, UpgradeOperation,
@@ -187,160 +193,6 @@ fn invalid_snapshot(message: impl Into<String>) -> AbiError {
     AbiError::new(Code::Engine(ErrorCode::InvalidSnapshot), message)
 }
 
-/// An observation in the ABI's JSON form (section 6: `{"type": "upgradeSucceeded",
-/// "operationId": ...}`), kept as the ABI's own type so the wire form cannot drift with the
-/// core's (today they are the same).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase",
-    tag = "type"
-)]
-#[allow(missing_docs)]
-pub enum WireObservation {
-    UpgradeSucceeded {
-        operation_id: String,
-    },
-    UpgradeFailed {
-        operation_id: String,
-        message: String,
-    },
-    MemberObserved {
-        name: String,
-        kubernetes_version: String,
-        node_pools: Vec<waverun_core::NodePool>,
-    },
-    KubernetesReleased {
-        version: String,
-        region: String,
-        since: Timestamp,
-    },
-    NodeImageReleased {
-        version: String,
-        region: String,
-        since: Timestamp,
-    },
-}
-
-impl From<WireObservation> for Observation {
-    fn from(o: WireObservation) -> Observation {
-        match o {
-            WireObservation::UpgradeSucceeded { operation_id } => {
-                Observation::UpgradeSucceeded { operation_id }
-            }
-            WireObservation::UpgradeFailed {
-                operation_id,
-                message,
-            } => Observation::UpgradeFailed {
-                operation_id,
-                message,
-            },
-            WireObservation::MemberObserved {
-                name,
-                kubernetes_version,
-                node_pools,
-            } => Observation::MemberObserved {
-                name,
-                kubernetes_version,
-                node_pools,
-            },
-            WireObservation::KubernetesReleased {
-                version,
-                region,
-                since,
-            } => Observation::KubernetesReleased {
-                version,
-                region,
-                since,
-            },
-            WireObservation::NodeImageReleased {
-                version,
-                region,
-                since,
-            } => Observation::NodeImageReleased {
-                version,
-                region,
-                since,
-            },
-        }
-    }
-}
-
-impl From<Observation> for WireObservation {
-    fn from(o: Observation) -> WireObservation {
-        match o {
-            Observation::UpgradeSucceeded { operation_id } => {
-                WireObservation::UpgradeSucceeded { operation_id }
-            }
-            Observation::UpgradeFailed {
-                operation_id,
-                message,
-            } => WireObservation::UpgradeFailed {
-                operation_id,
-                message,
-            },
-            Observation::MemberObserved {
-                name,
-                kubernetes_version,
-                node_pools,
-            } => WireObservation::MemberObserved {
-                name,
-                kubernetes_version,
-                node_pools,
-            },
-            Observation::KubernetesReleased {
-                version,
-                region,
-                since,
-            } => WireObservation::KubernetesReleased {
-                version,
-                region,
-                since,
-            },
-            Observation::NodeImageReleased {
-                version,
-                region,
-                since,
-            } => WireObservation::NodeImageReleased {
-                version,
-                region,
-                since,
-            },
-        }
-    }
-}
-
-/// An input in the ABI's JSON form: `{"command": Command}`, `{"observation": Observation}` or
-/// `"timeout"`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[allow(missing_docs, clippy::large_enum_variant)]
-pub enum WireInput {
-    Command(Command),
-    Observation(WireObservation),
-    Timeout,
-}
-
-impl From<WireInput> for Input {
-    fn from(i: WireInput) -> Input {
-        match i {
-            WireInput::Command(c) => Input::Command(c),
-            WireInput::Observation(o) => Input::Observation(o.into()),
-            WireInput::Timeout => Input::Timeout,
-        }
-    }
-}
-
-impl From<Input> for WireInput {
-    fn from(i: Input) -> WireInput {
-        match i {
-            Input::Command(c) => WireInput::Command(c),
-            Input::Observation(o) => WireInput::Observation(o.into()),
-            Input::Timeout => WireInput::Timeout,
-        }
-    }
-}
-
 /// One journal record (ABI section 7).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -348,8 +200,17 @@ pub struct Record {
     pub seq: u64,
     /// The instant the input was applied at.
     pub now: Timestamp,
-    /// The input.
-    pub input: WireInput,
+    /// The input (`{"command": Command}`, `{"observation": Observation}` or `"timeout"`: the
+    /// core's serde form, which is the ABI's wire form).
+    pub input: Input,
+}
+
+/// A journal record as written: borrows the input instead of cloning it.
+#[derive(Serialize)]
+struct RecordRef<'a> {
+    seq: u64,
+    now: Timestamp,
+    input: &'a Input,
 }
 
 /// The stored snapshot document (ABI section 7).
@@ -358,7 +219,7 @@ pub struct Record {
 struct SnapshotDoc {
     v: u32,
     journal_seq: u64,
-    engine: Value,
+    engine: Box<RawValue>,
     /// The payloads of the operations in flight, to submit them again after a restart.
     #[serde(default)]
     operations: Vec<UpgradeOperation>,
@@ -405,34 +266,68 @@ fn events_json(events: &[Event]) -> String {
     )
 }
 
+/// An argument envelope (`{"v": 1, ...}`) with its payloads still unparsed: each export reads
+/// the field it expects, straight from the argument's bytes (no intermediate JSON tree, which
+/// matters for a 10,000-member scenario or command).
+#[derive(Deserialize)]
+struct ArgEnvelope<'a> {
+    #[serde(borrow, default)]
+    v: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    observation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    run: Option<&'a RawValue>,
+}
+
+/// The fields of a request (`{"type": ..., ...}`), unparsed.
+#[derive(Deserialize)]
+struct RequestFields<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    command: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    run: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    scenario: Option<&'a RawValue>,
+}
+
 /// Parses an envelope: a JSON object with `"v": 1`.
-fn parse_envelope(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, AbiError> {
+fn parse_envelope(bytes: &[u8]) -> Result<ArgEnvelope<'_>, AbiError> {
     let text = std::str::from_utf8(bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
-    let Value::Object(map) = value else {
-        return Err(bad("the envelope must be a JSON object"));
-    };
-    match map.get("v") {
+    let env: ArgEnvelope = serde_json::from_str(text).map_err(|e| {
+        if e.is_data() {
+            bad("the envelope must be a JSON object")
+        } else {
+            bad(format!("not valid JSON: {e}"))
+        }
+    })?;
+    match env.v {
         None => Err(bad("the envelope has no \"v\"")),
-        Some(v) if v.as_u64() == Some(1) => Ok(map),
+        Some(v) if serde_json::from_str::<u64>(v.get()).ok() == Some(1) => Ok(env),
         Some(v) => Err(AbiError::new(
             Code::UnsupportedVersion,
-            format!("envelope version {v} is not supported; this guest implements version 1"),
+            format!(
+                "envelope version {} is not supported; this guest implements version 1",
+                v.get()
+            ),
         )),
     }
 }
 
-fn field<'a>(map: &'a serde_json::Map<String, Value>, name: &str) -> Result<&'a Value, AbiError> {
-    map.get(name)
+/// A field of an envelope or request that must be present (and not `null`).
+fn field<'a>(value: Option<&'a RawValue>, name: &str) -> Result<&'a RawValue, AbiError> {
+    value
+        .filter(|v| v.get() != "null")
         .ok_or_else(|| bad(format!("the envelope has no \"{name}\"")))
 }
 
-fn string_field(map: &serde_json::Map<String, Value>, name: &str) -> Result<String, AbiError> {
-    field(map, name)?
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| bad(format!("\"{name}\" must be a string")))
+/// A field that must be a string.
+fn string_field(value: Option<&RawValue>, name: &str) -> Result<String, AbiError> {
+    serde_json::from_str(field(value, name)?.get())
+        .map_err(|_| bad(format!("\"{name}\" must be a string")))
 }
 
 fn is_submit_refusal(e: &waverun_core::state::StatusError) -> bool {
@@ -541,7 +436,7 @@ impl<H: Host> Plugin<H> {
     /// `waverun_status`.
     pub fn status(&mut self, bytes: &[u8]) -> String {
         envelope(parse_envelope(bytes).and_then(|env| {
-            let run = string_field(&env, "run")?;
+            let run = string_field(env.run, "run")?;
             self.status_json(&run)
         }))
     }
@@ -583,7 +478,7 @@ impl<H: Host> Plugin<H> {
                         doc.v
                     )));
                 }
-                let engine = Engine::restore(&doc.engine.to_string())?;
+                let engine = Engine::restore(doc.engine.get())?;
                 let ops = doc
                     .operations
                     .into_iter()
@@ -636,7 +531,7 @@ impl<H: Host> Plugin<H> {
         for r in records {
             let a = self.active.as_mut().expect("initialised");
             a.seq = r.seq;
-            let _ = a.engine.handle_input(r.now, r.input.into());
+            let _ = a.engine.handle_input(r.now, r.input);
             self.drain(false);
         }
 
@@ -697,31 +592,39 @@ impl<H: Host> Plugin<H> {
 
     fn request_inner(&mut self, bytes: &[u8]) -> Envelope {
         let env = parse_envelope(bytes)?;
-        let Some(Value::Object(req)) = env.get("request") else {
-            return Err(bad("the envelope has no \"request\" object"));
-        };
-        let kind = req
-            .get("type")
-            .and_then(Value::as_str)
+        let req: RequestFields = env
+            .request
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .ok_or_else(|| bad("the envelope has no \"request\" object"))?;
+        let kind: String = req
+            .kind
+            .and_then(|k| serde_json::from_str(k.get()).ok())
             .ok_or_else(|| bad("the request has no \"type\""))?;
-        if kind == "ping" {
-            return Ok("{}".to_string());
+        // Pure requests: answered before `waverun_init`, nothing journaled.
+        match kind.as_str() {
+            "ping" => return Ok("{}".to_string()),
+            "simulate" => {
+                let scenario = field(req.scenario, "scenario")?;
+                let scenario = Scenario::from_json(scenario.get())?;
+                let report = simulate(&scenario)?;
+                return Ok(serde_json::to_string(&report).expect("report serialises"));
+            }
+            _ => {}
         }
         self.require_init()?;
-        match kind {
+        match kind.as_str() {
             "command" => {
-                let value = field(req, "command")?.clone();
-                let command: Command = serde_json::from_value(value)
+                let command: Command = serde_json::from_str(field(req.command, "command")?.get())
                     .map_err(|e| bad(format!("request.command: {e}")))?;
                 let events = self.apply(Input::Command(command))?;
                 Ok(events_json(&events))
             }
             "status" => {
-                let run = string_field(req, "run")?;
+                let run = string_field(req.run, "run")?;
                 self.status_json(&run)
             }
             "plan" => {
-                let run = string_field(req, "run")?;
+                let run = string_field(req.run, "run")?;
                 let plan = self.engine_ref().plan(&run)?;
                 Ok(serde_json::to_string(&plan).expect("plan serialises"))
             }
@@ -751,18 +654,18 @@ impl<H: Host> Plugin<H> {
                 Ok(doc)
             }
             other => Err(bad(format!(
-                "unknown request type \"{other}\" (ping, command, status, plan, runs, nextWakeup, snapshot)"
+                "unknown request type \"{other}\" (ping, simulate, command, status, plan, runs, nextWakeup, snapshot)"
             ))),
         }
     }
 
     fn deliver_inner(&mut self, bytes: &[u8]) -> Envelope {
         let env = parse_envelope(bytes)?;
-        let value = field(&env, "observation")?.clone();
-        let observation: WireObservation =
-            serde_json::from_value(value).map_err(|e| bad(format!("observation: {e}")))?;
+        let observation: Observation =
+            serde_json::from_str(field(env.observation, "observation")?.get())
+                .map_err(|e| bad(format!("observation: {e}")))?;
         self.require_init()?;
-        let events = self.apply(Input::Observation(observation.into()))?;
+        let events = self.apply(Input::Observation(observation))?;
         Ok(events_json(&events))
     }
 
@@ -842,10 +745,10 @@ impl<H: Host> Plugin<H> {
 
     fn journal(&mut self, now: Timestamp, input: &Input) -> Result<(), AbiError> {
         let a = self.active.as_mut().expect("initialised");
-        let record = Record {
+        let record = RecordRef {
             seq: a.seq + 1,
             now,
-            input: input.clone().into(),
+            input,
         };
         let json = serde_json::to_string(&record).expect("record serialises");
         let rc = self.host.journal_append(&json);
@@ -888,13 +791,10 @@ impl<H: Host> Plugin<H> {
         }
         // Forget the payloads of operations no longer in flight.
         let a = self.active.as_mut().expect("initialised");
-        if a.operations.len() != a.engine.operations_in_flight().count() {
-            let live_ops: BTreeSet<&str> = a
-                .engine
-                .operations_in_flight()
-                .map(|(id, _, _)| id)
-                .collect();
-            a.operations.retain(|id, _| live_ops.contains(id.as_str()));
+        if a.operations.len() != a.engine.operations_in_flight_count() {
+            let engine = &a.engine;
+            a.operations
+                .retain(|id, _| engine.is_operation_in_flight(id));
         }
         (events, refused)
     }

@@ -4,9 +4,9 @@
 
 use super::*;
 use serde_json::json;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use waverun_core::sim::{simulate, EngineDriver, Scenario, Simulation};
+use waverun_core::sim::{EngineDriver, Simulation};
 use waverun_core::State;
 
 // ---------------------------------------------------------------------- the in-memory host
@@ -335,6 +335,54 @@ fn requests() {
     );
 }
 
+#[test]
+fn simulate_request_is_pure_and_matches_the_native_report() {
+    // Answered before `waverun_init`, byte for byte the native report, nothing journaled.
+    let mut p = Plugin::new(MemHost::at(START));
+    for path in scenario_files() {
+        let s = load_scenario(&path).expect("scenario");
+        let native = serde_json::to_string(&simulate(&s).unwrap()).unwrap();
+        let env = p.request(&request(json!({"type": "simulate", "scenario": s})));
+        let report = env
+            .strip_prefix(r#"{"v":1,"ok":true,"result":"#)
+            .and_then(|r| r.strip_suffix('}'))
+            .unwrap_or_else(|| panic!("{}: {}", path.display(), &env[..env.len().min(300)]));
+        assert_eq!(report, native, "{}", path.display());
+    }
+    assert!(
+        p.engine().is_none(),
+        "simulate does not initialise the plugin"
+    );
+    assert!(p.host().journal.is_empty());
+    assert!(p.host().submitted.is_empty());
+}
+
+#[test]
+fn simulate_request_names_the_field_it_refuses() {
+    let mut p = Plugin::new(MemHost::at(START));
+    let path = scenario_files().pop().expect("the example");
+    let mut s = serde_json::to_value(load_scenario(&path).unwrap()).unwrap();
+    s["strategy"]["stages"][0]["maxConcurrency"] = json!("120%");
+    let e = parse(&p.request(&request(json!({"type": "simulate", "scenario": s}))));
+    assert_eq!(e["error"]["code"], "InvalidField", "{e}");
+    assert_eq!(
+        e["error"]["path"], "strategy.stages[0].maxConcurrency",
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("120%"),
+        "{e}"
+    );
+    // Missing, or not a scenario at all.
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "simulate"})))),
+        "BadEnvelope"
+    );
+    let e = parse(&p.request(&request(json!({"type": "simulate", "scenario": [1]}))));
+    assert_eq!(e["error"]["code"], "InvalidField", "{e}");
+    assert!(p.host().journal.is_empty());
+}
+
 fn parse_any(s: &str) -> Value {
     serde_json::from_str(s).unwrap()
 }
@@ -383,7 +431,7 @@ fn wake_and_next_wakeup() {
     assert_eq!(p.host().submitted.len(), 1);
     assert_eq!(p.next_wakeup(), -1);
     let last: Record = serde_json::from_str(p.host().journal.last().unwrap()).unwrap();
-    assert_eq!(last.input, WireInput::Timeout);
+    assert_eq!(last.input, Input::Timeout);
     assert_eq!(last.now, ts("2026-12-07T09:00:00Z"));
 }
 
@@ -438,7 +486,7 @@ fn journal_records_are_write_ahead_and_replay_exactly() {
     );
     assert!(matches!(
         rec[5].input,
-        WireInput::Command(Command::StartRun { .. })
+        Input::Command(Command::StartRun { .. })
     ));
     // A refused command is journaled too (it was accepted as input; replay refuses it again).
     assert_eq!(
@@ -542,7 +590,7 @@ fn refused_submission_fails_the_member_with_cluster_submit_failed() {
     let last: Record = serde_json::from_str(p.host().journal.last().unwrap()).unwrap();
     assert!(matches!(
         last.input,
-        WireInput::Observation(WireObservation::UpgradeFailed { .. })
+        Input::Observation(Observation::UpgradeFailed { .. })
     ));
     assert!(p
         .host()
@@ -696,9 +744,7 @@ impl EngineDriver for PluginDriver {
         self.p().host_mut().now_ms = now.timestamp_millis();
         let env = match input {
             Input::Command(c) => self.p().request(&command(serde_json::to_value(c).unwrap())),
-            Input::Observation(o) => self.p().deliver(&deliver(
-                serde_json::to_value(WireObservation::from(o)).unwrap(),
-            )),
+            Input::Observation(o) => self.p().deliver(&deliver(serde_json::to_value(o).unwrap())),
             Input::Timeout => self.p().wake(),
         };
         let v = parse(&env);

@@ -11,6 +11,7 @@ use std::time::Duration;
 use wasmtime::{
     Caller, Linker, Memory, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, TypedFunc,
 };
+use waverun_core::sim::{Scenario, SimulationReport};
 use waverun_core::{
     Command, Event, FieldError, Observation, RunStatus, State, Timestamp, UpgradeOperation,
 };
@@ -678,7 +679,8 @@ impl PluginInstance {
         }
     }
 
-    fn envelope(bytes: &[u8]) -> Result<Value, PluginError> {
+    /// Parses a result envelope straight into `T` (one pass, no intermediate JSON tree).
+    fn envelope_as<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, PluginError> {
         #[derive(Deserialize)]
         struct ErrorBody {
             code: String,
@@ -690,22 +692,30 @@ impl PluginInstance {
             fields: Vec<FieldError>,
         }
         #[derive(Deserialize)]
-        struct Envelope {
+        struct Envelope<T> {
             v: Option<i64>,
             ok: bool,
-            #[serde(default)]
-            result: Value,
+            #[serde(default = "Option::default")]
+            result: Option<T>,
             #[serde(default)]
             error: Option<ErrorBody>,
             #[serde(default)]
             events: Vec<Event>,
         }
-        let env: Envelope = serde_json::from_slice(bytes).map_err(|e| {
-            PluginError::Protocol(format!(
-                "result is not an envelope ({e}): {}",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
-            ))
-        })?;
+        let env: Envelope<T> = match serde_json::from_slice(bytes) {
+            Ok(env) => env,
+            // Say precisely what is wrong: not an envelope, or an unexpected result.
+            Err(e) => {
+                let detail = match serde_json::from_slice::<Envelope<Value>>(bytes) {
+                    Ok(_) => format!("{what}: unexpected result: {e}"),
+                    Err(_) => format!(
+                        "result is not an envelope ({e}): {}",
+                        String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+                    ),
+                };
+                return Err(PluginError::Protocol(detail));
+            }
+        };
         if env.v != Some(1) {
             return Err(PluginError::Protocol(format!(
                 "envelope version {:?}, expected 1",
@@ -713,7 +723,12 @@ impl PluginInstance {
             )));
         }
         if env.ok {
-            return Ok(env.result);
+            return match env.result {
+                Some(r) => Ok(r),
+                // `"result"` absent or `null`: whatever `T` makes of `null`.
+                None => serde_json::from_value(Value::Null)
+                    .map_err(|e| PluginError::Protocol(format!("{what}: unexpected result: {e}"))),
+            };
         }
         let e = env
             .error
@@ -727,68 +742,97 @@ impl PluginInstance {
         }))
     }
 
-    fn typed<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, PluginError> {
-        serde_json::from_value(value)
-            .map_err(|e| PluginError::Protocol(format!("{what}: unexpected result: {e}")))
-    }
-
-    fn events(value: Value) -> Result<Vec<Event>, PluginError> {
+    fn events(bytes: &[u8], what: &str) -> Result<Vec<Event>, PluginError> {
         #[derive(Deserialize)]
         struct Events {
             #[serde(default)]
             events: Vec<Event>,
         }
-        Ok(Self::typed::<Events>(value, "events")?.events)
+        Ok(Self::envelope_as::<Events>(bytes, what)?.events)
+    }
+
+    /// `waverun_request` with a typed request; the envelope's result as `T`.
+    fn request_as<R: Serialize, T: DeserializeOwned>(
+        &mut self,
+        request: &R,
+        what: &str,
+    ) -> Result<T, PluginError> {
+        #[derive(Serialize)]
+        struct Req<'a, R> {
+            v: u32,
+            request: &'a R,
+        }
+        let arg = serde_json::to_vec(&Req { v: 1, request }).expect("JSON serialises");
+        let b = self.call(Export::Request, Some(&arg))?;
+        Self::envelope_as(&b, what)
     }
 
     /// `waverun_init`: restores the snapshot, replays the journal and queries the operations in
     /// flight. Call once, first (instantiation has checked the ABI version).
     pub fn init(&mut self) -> Result<InitReport, PluginError> {
         let b = self.call(Export::Init, None)?;
-        Self::typed(Self::envelope(&b)?, "waverun_init")
+        Self::envelope_as(&b, "waverun_init")
     }
 
     /// `waverun_request` with `request` (`{"type": "ping"}`, `{"type": "status", "run": ..}`,
     /// ...), wrapped in the `{"v": 1, "request": ..}` envelope. Returns the envelope's result.
     pub fn request(&mut self, request: &Value) -> Result<Value, PluginError> {
-        #[derive(Serialize)]
-        struct Req<'a> {
-            v: u32,
-            request: &'a Value,
-        }
-        let arg = serde_json::to_vec(&Req { v: 1, request }).expect("JSON serialises");
-        let b = self.call(Export::Request, Some(&arg))?;
-        Self::envelope(&b)
+        self.request_as(request, "waverun_request")
     }
 
     /// A `command` request; returns the events it caused.
     pub fn command(&mut self, command: &Command) -> Result<Vec<Event>, PluginError> {
-        let r = self.request(&serde_json::json!({"type": "command", "command": command}))?;
-        Self::events(r)
+        #[derive(Serialize)]
+        struct Req<'a> {
+            v: u32,
+            request: CommandRequest<'a>,
+        }
+        #[derive(Serialize)]
+        struct CommandRequest<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            command: &'a Command,
+        }
+        let arg = serde_json::to_vec(&Req {
+            v: 1,
+            request: CommandRequest {
+                kind: "command",
+                command,
+            },
+        })
+        .expect("JSON serialises");
+        let b = self.call(Export::Request, Some(&arg))?;
+        Self::events(&b, "command")
     }
 
     /// `waverun_deliver`: a cluster result or another observation; returns the events.
     pub fn deliver(&mut self, observation: &Observation) -> Result<Vec<Event>, PluginError> {
-        let arg = serde_json::to_vec(
-            &serde_json::json!({"v": 1, "observation": wire_observation(observation)}),
-        )
-        .expect("JSON serialises");
+        #[derive(Serialize)]
+        struct Arg<'a> {
+            v: u32,
+            observation: &'a Observation,
+        }
+        let arg = serde_json::to_vec(&Arg { v: 1, observation }).expect("JSON serialises");
         let b = self.call(Export::Deliver, Some(&arg))?;
-        Self::events(Self::envelope(&b)?)
+        Self::events(&b, "waverun_deliver")
     }
 
     /// `waverun_wake`: fires the timers due at the clock's time; returns the events.
     pub fn wake(&mut self) -> Result<Vec<Event>, PluginError> {
         let b = self.call(Export::Wake, None)?;
-        Self::events(Self::envelope(&b)?)
+        Self::events(&b, "waverun_wake")
     }
 
     /// `waverun_status`: the run's status tree.
     pub fn status(&mut self, run: &str) -> Result<RunStatus, PluginError> {
-        let arg =
-            serde_json::to_vec(&serde_json::json!({"v": 1, "run": run})).expect("JSON serialises");
+        #[derive(Serialize)]
+        struct Arg<'a> {
+            v: u32,
+            run: &'a str,
+        }
+        let arg = serde_json::to_vec(&Arg { v: 1, run }).expect("JSON serialises");
         let b = self.call(Export::Status, Some(&arg))?;
-        Self::typed(Self::envelope(&b)?, "waverun_status")
+        Self::envelope_as(&b, "waverun_status")
     }
 
     /// `waverun_next_wakeup`: when to call [`PluginInstance::wake`] next (ms since the epoch),
@@ -801,8 +845,7 @@ impl PluginInstance {
 
     /// The `nextWakeup` request: the exact instant, why and which run.
     pub fn next_wakeup_detail(&mut self) -> Result<NextWakeup, PluginError> {
-        let r = self.request(&serde_json::json!({"type": "nextWakeup"}))?;
-        Self::typed(r, "nextWakeup")
+        self.request_as(&serde_json::json!({"type": "nextWakeup"}), "nextWakeup")
     }
 
     /// The `runs` request.
@@ -811,8 +854,32 @@ impl PluginInstance {
         struct Runs {
             runs: Vec<RunEntry>,
         }
-        let r = self.request(&serde_json::json!({"type": "runs"}))?;
-        Ok(Self::typed::<Runs>(r, "runs")?.runs)
+        let r: Runs = self.request_as(&serde_json::json!({"type": "runs"}), "runs")?;
+        Ok(r.runs)
+    }
+
+    /// The `simulate` request, a pure function (answered before `waverun_init`, nothing
+    /// journaled, no cluster calls): `scenario_json` (a scenario as JSON text) through the
+    /// engine and the simulated fleet inside the guest. Returns the report's JSON text as the
+    /// guest wrote it, which is byte for byte what `waverun simulate -o json` prints.
+    pub fn simulate_json(&mut self, scenario_json: &str) -> Result<String, PluginError> {
+        serde_json::from_str::<&serde_json::value::RawValue>(scenario_json)
+            .map_err(|e| PluginError::Protocol(format!("the scenario is not JSON: {e}")))?;
+        let mut arg = Vec::with_capacity(scenario_json.len() + 64);
+        arg.extend_from_slice(br#"{"v":1,"request":{"type":"simulate","scenario":"#);
+        arg.extend_from_slice(scenario_json.as_bytes());
+        arg.extend_from_slice(b"}}");
+        let b = self.call(Export::Request, Some(&arg))?;
+        let report: Box<serde_json::value::RawValue> = Self::envelope_as(&b, "simulate")?;
+        Ok(Box::<str>::from(report).into_string())
+    }
+
+    /// [`PluginInstance::simulate_json`] with typed values.
+    pub fn simulate(&mut self, scenario: &Scenario) -> Result<SimulationReport, PluginError> {
+        let text = serde_json::to_string(scenario).expect("scenarios serialise");
+        let report = self.simulate_json(&text)?;
+        serde_json::from_str(&report)
+            .map_err(|e| PluginError::Protocol(format!("simulate: unexpected result: {e}")))
     }
 
     /// The `ping` request (measures the call overhead).
@@ -898,35 +965,9 @@ fn new_store(plugin: &Plugin, host: Host, config: &InstanceConfig) -> Store<Host
 }
 
 /// An observation in the ABI's JSON form (section 6: `{"type": "upgradeSucceeded",
-/// "operationId": ...}`); keys are normalised to camelCase so the wire form cannot drift with the
-/// core's serde form (today they are the same).
+/// "operationId": ...}`), which is the core's serde form.
 pub fn wire_observation(observation: &Observation) -> Value {
-    let value = serde_json::to_value(observation).expect("observations serialise");
-    match value {
-        Value::Object(fields) => Value::Object(
-            fields
-                .into_iter()
-                .map(|(k, v)| (camel_case(&k), v))
-                .collect(),
-        ),
-        other => other,
-    }
-}
-
-fn camel_case(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    serde_json::to_value(observation).expect("observations serialise")
 }
 
 /// An error with its causes, on one line.
