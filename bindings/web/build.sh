@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Builds the browser package from source into bindings/web/pkg/{node,web} (not committed):
 #   1. wasm-bindgen-cli, pinned to the wasm-bindgen crate's version (installed if missing);
-#   2. the crate for wasm32-unknown-unknown in profile `wasm-web`: the workspace's `wasm`
-#      profile (LTO, one codegen unit, panic=abort) at opt-level "z", which shrinks the gzipped
-#      module from ~425 KiB (opt-level 3) to ~270 KiB at about twice the simulation time
-#      (WAVERUN_WEB_OPT_LEVEL=3 builds for speed), and stripping debug info only, so that the
-#      `target_features` section tells wasm-bindgen and wasm-opt which Wasm features are used;
-#   3. wasm-bindgen --target nodejs / --target web;
+#   2. the crate for wasm32-unknown-unknown twice, in the workspace's `wasm` profile (LTO, one
+#      codegen unit, panic=abort), stripping debug info only (the `target_features` section
+#      tells wasm-bindgen and wasm-opt which Wasm features are used):
+#      - for browsers (`pkg/web`, profile `wasm-web`) at opt-level "z": the module is downloaded,
+#        so size comes first (~265 KiB gzipped; opt-level 3 would be ~415 KiB);
+#      - for Node (`pkg/node`, profile `wasm-node`) at opt-level 3: nothing is downloaded, and the
+#        engine runs about 1.7x faster than at "z".
+#      The same source and the same decisions (the tests compare both builds' reports byte for
+#      byte); WAVERUN_WEB_OPT_LEVEL / WAVERUN_NODE_OPT_LEVEL (0-3, s, z) override the levels;
+#   3. wasm-bindgen --target web / --target nodejs;
 #   4. wasm-opt from the npm package binaryen@132 (package-lock.json; Debian's binaryen 108 breaks
-#      wasm-bindgen output), kept only when it makes the gzipped module smaller;
-#   5. prints the module's raw and gzipped size.
+#      wasm-bindgen output): -Oz for the browser module (kept only when it makes the gzipped
+#      module smaller), -O3 for Node's;
+#   5. prints both modules' raw and gzipped sizes.
 # Idempotent; run from anywhere. Needs cargo, rustup and npm.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,20 +40,27 @@ fi
 rustup target list --installed | grep -qx wasm32-unknown-unknown ||
   rustup target add wasm32-unknown-unknown
 
-# 2. The module.
-opt_level=${WAVERUN_WEB_OPT_LEVEL:-z}
-case "$opt_level" in [0-3]) ;; s | z) opt_level="\"$opt_level\"" ;; *) echo "WAVERUN_WEB_OPT_LEVEL: 0-3, s or z" >&2; exit 2 ;; esac
-echo "== cargo build (wasm32-unknown-unknown, profile wasm-web, opt-level $opt_level)"
-cargo build --target wasm32-unknown-unknown -p waverun-wasm --profile wasm-web \
-  --config 'profile.wasm-web.inherits="wasm"' \
-  --config "profile.wasm-web.opt-level=${opt_level}" \
-  --config 'profile.wasm-web.strip="debuginfo"'
-module="$target_dir/wasm32-unknown-unknown/wasm-web/waverun_wasm.wasm"
+# 2. The modules.
+level() {
+  case "$1" in [0-3]) echo "$1" ;; s | z) echo "\"$1\"" ;; *) echo "$2: 0-3, s or z" >&2; exit 2 ;; esac
+}
+web_level=$(level "${WAVERUN_WEB_OPT_LEVEL:-z}" WAVERUN_WEB_OPT_LEVEL)
+node_level=$(level "${WAVERUN_NODE_OPT_LEVEL:-3}" WAVERUN_NODE_OPT_LEVEL)
+build() { # profile opt-level
+  echo "== cargo build (wasm32-unknown-unknown, profile $1, opt-level $2)"
+  cargo build --target wasm32-unknown-unknown -p waverun-wasm --profile "$1" \
+    --config "profile.$1.inherits=\"wasm\"" \
+    --config "profile.$1.opt-level=$2" \
+    --config "profile.$1.strip=\"debuginfo\""
+}
+build wasm-web "$web_level"
+build wasm-node "$node_level"
 
 # 3. The JS packages, each with a package.json and the README.
 rm -rf "$here/pkg"
 for t in nodejs web; do
   out="$here/pkg/${t%js}"
+  module="$target_dir/wasm32-unknown-unknown/wasm-${t%js}/waverun_wasm.wasm"
   wasm-bindgen --target "$t" --out-dir "$out" --remove-name-section --remove-producers-section "$module"
   # The raw Wasm exports (InitOutput, *_bg.wasm.d.ts) pass JS values as `any`: say `unknown`,
   # so that no `any` reaches a user's type checker.
@@ -69,31 +81,34 @@ JSON
   cp "$here/README.md" "$out/"
 done
 
-# 4. wasm-opt (binaryen 132 from npm), when it helps.
+# 4. wasm-opt (binaryen 132 from npm).
 if [ ! -x "$here/node_modules/.bin/wasm-opt" ]; then
   (cd "$here" && npm ci --no-audit --no-fund) || echo "npm ci failed: skipping wasm-opt"
 fi
 gz() { gzip -9c "$1" | wc -c; }
 raw() { wc -c <"$1"; }
-bg="$here/pkg/node/waverun_wasm_bg.wasm"
-echo "== wasm-bindgen output: $(raw "$bg") bytes, $(gz "$bg") gzipped"
+web="$here/pkg/web/waverun_wasm_bg.wasm"
+node="$here/pkg/node/waverun_wasm_bg.wasm"
+echo "== wasm-bindgen output: browsers $(raw "$web") bytes, $(gz "$web") gzipped; Node $(raw "$node") bytes, $(gz "$node") gzipped"
 if [ -x "$here/node_modules/.bin/wasm-opt" ]; then
-  "$here/node_modules/.bin/wasm-opt" --version
-  # -Oz without inlining: binaryen's inlining shrinks the raw module but grows the gzipped one.
-  for t in node web; do
-    f="$here/pkg/$t/waverun_wasm_bg.wasm"
-    "$here/node_modules/.bin/wasm-opt" -Oz --strip-target-features \
-      --one-caller-inline-max-function-size=0 --flexible-inline-max-function-size=0 \
-      "$f" -o "$f.opt"
-    if [ "$(gz "$f.opt")" -lt "$(gz "$f")" ]; then
-      mv "$f.opt" "$f"
-    else
-      echo "wasm-opt did not shrink the gzipped $t module; keeping wasm-bindgen's"
-      rm "$f.opt"
-    fi
-  done
-  echo "== after wasm-opt: $(raw "$bg") bytes, $(gz "$bg") gzipped"
+  wasm_opt="$here/node_modules/.bin/wasm-opt"
+  "$wasm_opt" --version
+  # Browsers: -Oz without inlining (binaryen's inlining shrinks the raw module but grows the
+  # gzipped one).
+  "$wasm_opt" -Oz --strip-target-features \
+    --one-caller-inline-max-function-size=0 --flexible-inline-max-function-size=0 \
+    "$web" -o "$web.opt"
+  if [ "$(gz "$web.opt")" -lt "$(gz "$web")" ]; then
+    mv "$web.opt" "$web"
+  else
+    echo "wasm-opt did not shrink the gzipped browser module; keeping wasm-bindgen's"
+    rm "$web.opt"
+  fi
+  # Node: for speed.
+  "$wasm_opt" -O3 --strip-target-features "$node" -o "$node.opt"
+  mv "$node.opt" "$node"
+  echo "== after wasm-opt: browsers $(raw "$web") bytes, $(gz "$web") gzipped; Node $(raw "$node") bytes, $(gz "$node") gzipped"
 else
-  echo "== no wasm-opt (npm package binaryen missing): module left as wasm-bindgen wrote it"
+  echo "== no wasm-opt (npm package binaryen missing): modules left as wasm-bindgen wrote them"
 fi
-echo "== package: $here/pkg/node (CommonJS, Node) and $here/pkg/web (ES module, browsers)"
+echo "== package: $here/pkg/web (ES module, browsers) and $here/pkg/node (CommonJS, Node)"

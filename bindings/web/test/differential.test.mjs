@@ -22,3 +22,20 @@ for (const file of files) {
     assert.equal(ours, native("plan", "-o", "json", file));
   });
 }
+
+// The browser module (pkg/web, built for size) and the Node module (pkg/node, built for speed)
+// are two builds of one source: both decide alike, byte for byte.
+test("the browser build and the Node build give the same reports and plans", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { pathToFileURL } = await import("node:url");
+  const { pkgWebDir } = await import("../testing/support.mjs");
+  const web = await import(pathToFileURL(join(pkgWebDir, "waverun_wasm.js")).href);
+  web.initSync({ module: readFileSync(join(pkgWebDir, "waverun_wasm_bg.wasm")) });
+  for (const file of files) {
+    const scenario = loadScenario(file);
+    const name = relative(root, file);
+    assert.equal(JSON.stringify(web.simulate(scenario)), JSON.stringify(wasm.simulate(scenario)), name);
+    assert.equal(JSON.stringify(web.plan(scenario)), JSON.stringify(wasm.plan(scenario)), name);
+  }
+});
