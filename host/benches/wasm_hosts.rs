@@ -27,6 +27,8 @@
 //! - (e) the module cache: cold compile, load from the on-disk cache (hit) and its parts,
 //!   `InstancePre` instantiation and `waverun_init`; module sizes.
 //!
+//! `WAVERUN_BENCH_KEEP=1` keeps the scratch directory (the scenario JSON, the module cache).
+//!
 //! Targets (issue): wasmtime ≤ 1.5× native, Node ≤ 2× native, instantiate from the cache ≤ 5 ms.
 
 #[path = "../../tests/src/bench_scenario.rs"]
@@ -47,8 +49,8 @@ use waverun_core::{
     Engine, Event, HostCommand, Input, Output, RunStatus, State, Timestamp, UpgradeOperation,
 };
 use waverun_host::runtime::{
-    cache, simulate_plugin, timestamp_ms, wire_observation, Host, InstanceConfig, ManualClock,
-    MemoryPersistence, PluginDriver, PluginRuntime, QueueProvider, RuntimeConfig,
+    cache, simulate_plugin, timestamp_ms, Host, InstanceConfig, ManualClock, MemoryPersistence,
+    PluginDriver, PluginRuntime, QueueProvider, RuntimeConfig,
 };
 
 // ------------------------------------------------------------------ helpers
@@ -120,6 +122,62 @@ fn plugin_path() -> PathBuf {
         );
     }
     path
+}
+
+/// The core alone as a module with no imports (`bindings/core-probe`), built when missing.
+fn probe_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let path = target.join("wasm32-unknown-unknown/release/waverun_core_probe.wasm");
+    if !path.exists() {
+        run(
+            Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .current_dir(root())
+                .args(["build", "--release", "--target", "wasm32-unknown-unknown"])
+                .args(["-p", "waverun-core-probe"]),
+            "the core probe",
+        );
+    }
+    path
+}
+
+/// `probe_simulate` of `scenario` (JSON) in a fresh wasmtime engine with or without epoch
+/// interruption: times of `reps` calls after a warm-up.
+fn probe_in_wasmtime(probe: &[u8], scenario: &[u8], epochs: bool, reps: usize) -> Vec<Duration> {
+    use wasmtime::{Config, Engine as WasmEngine, Instance, Module, Store};
+    let mut config = Config::new();
+    config.epoch_interruption(epochs);
+    let engine = WasmEngine::new(&config).expect("engine");
+    let module = Module::new(&engine, probe).expect("compile the probe");
+    let mut store = Store::new(&engine, ());
+    store.set_epoch_deadline(u64::MAX / 2);
+    let instance = Instance::new(&mut store, &module, &[]).expect("no imports");
+    let memory = instance.get_memory(&mut store, "memory").expect("memory");
+    let alloc = instance
+        .get_typed_func::<u32, u32>(&mut store, "probe_alloc")
+        .expect("probe_alloc");
+    let free = instance
+        .get_typed_func::<(u32, u32), ()>(&mut store, "probe_free")
+        .expect("probe_free");
+    let simulate = instance
+        .get_typed_func::<(u32, u32), u64>(&mut store, "probe_simulate")
+        .expect("probe_simulate");
+    let len = scenario.len() as u32;
+    let mut once = || {
+        let ptr = alloc.call(&mut store, len).expect("alloc");
+        memory
+            .write(&mut store, ptr as usize, scenario)
+            .expect("write");
+        let t = Instant::now();
+        let r = simulate.call(&mut store, (ptr, len)).expect("simulate");
+        let took = t.elapsed();
+        free.call(&mut store, ((r >> 32) as u32, r as u32))
+            .expect("free");
+        took
+    };
+    once();
+    (0..reps).map(|_| once()).collect()
 }
 
 /// The Node package, built when missing.
@@ -297,26 +355,73 @@ impl NativeGuestDriver {
 
 impl EngineDriver for NativeGuestDriver {
     fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
+        // Encoded and decoded as `PluginInstance` does: typed arguments, one typed pass over
+        // the answer.
+        #[derive(serde::Serialize)]
+        struct CommandRequest<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            command: &'a waverun_core::Command,
+        }
+        #[derive(serde::Serialize)]
+        struct Arg<T> {
+            v: u32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            request: Option<T>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            observation: Option<T>,
+        }
+        #[derive(Deserialize)]
+        struct EventsEnvelope {
+            ok: bool,
+            #[serde(default)]
+            result: Option<Events>,
+            #[serde(default)]
+            error: Option<Value>,
+            #[serde(default)]
+            events: Vec<Event>,
+        }
         self.guest.host_mut().now_ms = timestamp_ms(now);
-        let r = match &input {
-            Input::Command(c) => self.request(serde_json::json!({"type": "command", "command": c})),
-            Input::Observation(o) => {
-                let arg = serde_json::to_vec(
-                    &serde_json::json!({"v": 1, "observation": wire_observation(o)}),
-                )
+        let answer = match &input {
+            Input::Command(command) => {
+                let arg = serde_json::to_vec(&Arg {
+                    v: 1,
+                    request: Some(CommandRequest {
+                        kind: "command",
+                        command,
+                    }),
+                    observation: None,
+                })
                 .expect("JSON serialises");
-                Self::envelope(&self.guest.deliver(&arg))
+                self.guest.request(&arg)
             }
-            Input::Timeout => Self::envelope(&self.guest.wake()),
+            Input::Observation(o) => {
+                let arg = serde_json::to_vec(&Arg {
+                    v: 1,
+                    request: None,
+                    observation: Some(o),
+                })
+                .expect("JSON serialises");
+                self.guest.deliver(&arg)
+            }
+            Input::Timeout => self.guest.wake(),
         };
+        let env: EventsEnvelope = serde_json::from_str(&answer).expect("an envelope");
         for op in std::mem::take(&mut self.guest.host_mut().submitted) {
             let op: UpgradeOperation = serde_json::from_str(&op).expect("an operation");
             self.outputs
                 .push_back(Output::Command(HostCommand::StartUpgrade(op)));
         }
-        let events: Events = serde_json::from_value(r?).expect("events");
-        self.outputs
-            .extend(events.events.into_iter().map(Output::Event));
+        if !env.ok {
+            self.outputs
+                .extend(env.events.into_iter().map(Output::Event));
+            return Err(Error::new(
+                ErrorCode::InvalidState,
+                format!("{:?}", env.error),
+            ));
+        }
+        let events = env.result.map(|r| r.events).unwrap_or_default();
+        self.outputs.extend(events.into_iter().map(Output::Event));
         Ok(())
     }
     fn poll_output(&mut self) -> Option<Output> {
@@ -350,9 +455,17 @@ impl EngineDriver for NativeGuestDriver {
             .map(|e| e.state)
     }
     fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
+        #[derive(Deserialize)]
+        struct StatusEnvelope {
+            result: Option<RunStatus>,
+            #[serde(default)]
+            error: Option<Value>,
+        }
         let arg = serde_json::to_vec(&serde_json::json!({"v": 1, "run": run})).expect("JSON");
-        let r = Self::envelope(&self.guest.status(&arg))?;
-        Ok(serde_json::from_value(r).expect("a status tree"))
+        let env: StatusEnvelope =
+            serde_json::from_str(&self.guest.status(&arg)).expect("an envelope");
+        env.result
+            .ok_or_else(|| Error::new(ErrorCode::InvalidState, format!("{:?}", env.error)))
     }
 }
 
@@ -522,16 +635,36 @@ fn main() {
     drop(cold);
 
     // (a)-(c)
+    let sc_text = std::fs::read_to_string(&scenario_json).expect("read the scenario");
     let native_reps = time_runs(warmup, reps, || simulate(&sc).expect("native"));
     let native = simulate(&sc).expect("native");
     assert_eq!(native.summary.state, State::Completed);
     assert_eq!(native.summary.members_completed as usize, shape.members());
+    let native_text = serde_json::to_string(&native).expect("json");
+    let native_json = |text: &str| {
+        let s = Scenario::from_json(text).expect("a scenario");
+        serde_json::to_string(&simulate(&s).expect("native")).expect("json")
+    };
+    let native_json_reps = time_runs(warmup, reps, || native_json(&sc_text));
+    let driven_native_reps = time_runs(warmup, reps, || {
+        let mut sim = Simulation::with_engine(&sc, NativeGuestDriver::new()).expect("valid");
+        sim.run_to_end();
+        sim.report()
+    });
+    let mut simulator = plugin
+        .instantiate(new_host(), InstanceConfig::default())
+        .expect("instantiate");
+    let request_reps = time_runs(warmup, reps, || {
+        simulator.simulate_json(&sc_text).expect("simulate request")
+    });
+    let request_identical = simulator.simulate_json(&sc_text).expect("simulate") == native_text;
+    assert!(request_identical, "the plugin's simulate report differs");
+    drop(simulator);
     let plugin_reps = time_runs(warmup, reps, || {
         simulate_plugin(&plugin, &sc).expect("plugin")
     });
     let in_wasm: SimulationReport = simulate_plugin(&plugin, &sc).expect("plugin");
-    let identical = serde_json::to_string(&native).expect("json")
-        == serde_json::to_string(&in_wasm).expect("json");
+    let identical = native_text == serde_json::to_string(&in_wasm).expect("json");
     assert!(identical, "the plugin's report differs from the native one");
     let t = Instant::now();
     let node = node_simulate(&pkg, &scenario_json, reps, warmup);
@@ -542,17 +675,21 @@ fn main() {
     let node_reps: Vec<Duration> = node.runs_ms.iter().copied().map(from_ms).collect();
 
     let n = median(native_reps.clone());
-    let row = |name: &str, v: &[Duration], target: &str| {
+    let row = |name: &str, v: &[Duration], like: Option<&[Duration]>, target: &str| {
         let m = median(v.to_vec());
         let min = *v.iter().min().expect("runs");
         let max = *v.iter().max().expect("runs");
+        let like = like.map_or(String::new(), |l| {
+            format!("{:.2}x", m.as_secs_f64() / median(l.to_vec()).as_secs_f64())
+        });
         println!(
-            "  {:<34} {:>11} {:>11} {:>11} {:>8.2}x {:>10}",
+            "  {:<48} {:>10} {:>10} {:>10} {:>8.2}x {:>8} {:>8}",
             name,
             ms(m),
             ms(min),
             ms(max),
             m.as_secs_f64() / n.as_secs_f64(),
+            like,
             target
         );
     };
@@ -568,19 +705,55 @@ fn main() {
         }
     );
     println!(
-        "  {:<34} {:>11} {:>11} {:>11} {:>9} {:>10}",
-        "host", "median", "min", "max", "vs native", "target"
+        "  {:<48} {:>10} {:>10} {:>10} {:>9} {:>8} {:>8}",
+        "host", "median", "min", "max", "vs (a1)", "vs like", "target"
     );
-    row("(a) native (waverun_core::sim)", &native_reps, "");
-    row("(b) plugin in wasmtime", &plugin_reps, "<= 1.5x");
     row(
-        &format!("(c) package in Node {}", node.node),
+        "(a1) native: typed scenario -> typed report",
+        &native_reps,
+        None,
+        "",
+    );
+    row(
+        "(a2) native: JSON text -> JSON text",
+        &native_json_reps,
+        None,
+        "",
+    );
+    row(
+        "(a3) native: guest driver, input by input",
+        &driven_native_reps,
+        None,
+        "",
+    );
+    row(
+        "(b1) wasmtime: `simulate` request (JSON->JSON)",
+        &request_reps,
+        Some(&native_json_reps),
+        "<= 1.5x",
+    );
+    row(
+        "(b2) wasmtime: driven input by input, journaled",
+        &plugin_reps,
+        Some(&driven_native_reps),
+        "",
+    );
+    row(
+        &format!("(c) Node {}: package `simulate`", node.node),
         &node_reps,
+        Some(&native_reps),
         "<= 2x",
     );
     println!(
-        "  plugin report byte-identical to native: {identical}; Node: same event count ({}) \
-         and members completed ({})",
+        "  vs like: (b1) / (a2) (same bytes in and out), (b2) / (a3) (the same driver code: \
+         JSON envelopes, write-ahead journal, snapshots), (c) / (a1) (JS objects in and out)"
+    );
+    println!(
+        "  (b1) report byte-identical to (a2): {request_identical}; (b2) report byte-identical \
+         to (a1): {identical}"
+    );
+    println!(
+        "  Node: same event count ({}) and members completed ({}) as native",
         node.events, node.completed
     );
     println!(
@@ -648,6 +821,31 @@ fn main() {
         waverun_plugin::SNAPSHOT_EVERY
     );
     drop(sim);
+
+    // What epoch interruption costs: the core alone (no driver, no imports), JSON in and out.
+    let probe = std::fs::read(probe_path()).expect("read the core probe");
+    let without = probe_in_wasmtime(&probe, sc_text.as_bytes(), false, reps);
+    let with = probe_in_wasmtime(&probe, sc_text.as_bytes(), true, reps);
+    println!(
+        "\n  the core alone in wasmtime (`bindings/core-probe`, JSON -> JSON, default Config), \
+         what the epoch checks cost:"
+    );
+    row(
+        "(p1) without epoch interruption",
+        &without,
+        Some(&native_json_reps),
+        "",
+    );
+    row(
+        "(p2) with epoch interruption",
+        &with,
+        Some(&native_json_reps),
+        "",
+    );
+    println!(
+        "  epoch checks (every function entry and loop header): {:.2}x; vs like: / (a2)",
+        median(with.clone()).as_secs_f64() / median(without.clone()).as_secs_f64()
+    );
 
     // (d) per-call overhead.
     let calls = if quick { 10_000 } else { 200_000 };
@@ -767,5 +965,9 @@ fn main() {
     drop(plugin);
     drop(rt2);
     drop(rt);
-    let _ = std::fs::remove_dir_all(&scratch);
+    if std::env::var_os("WAVERUN_BENCH_KEEP").is_some() {
+        println!("kept the scratch directory {}", scratch.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
 }
