@@ -181,6 +181,23 @@ for (const file of scenarioFiles()) {
   });
 }
 
+test('the pure simulate request: before init, nothing journaled, the native report', () => {
+  const host = bareHost();
+  const g = new Guest(module, host);
+  for (const file of ['host/examples/fleet-rollout.yaml', 'tests/scenarios/gates-and-wait.yaml']) {
+    const text = execFileSync(SCENARIO_JSON, [file], { cwd: ROOT, encoding: 'utf8' }).trim();
+    const env = g.call('waverun_request', `{"v":1,"request":{"type":"simulate","scenario":${text}}}`);
+    assert.equal(env.ok, true, JSON.stringify(env.error));
+    assert.equal(JSON.stringify(env.result), JSON.stringify(JSON.parse(native(file))), file);
+  }
+  const bad = g.request({ type: 'simulate', scenario: { start: 'yesterday' } });
+  assert.equal(bad.ok, false);
+  assert.equal(bad.error.code, 'InvalidField');
+  assert.equal(g.request({ type: 'simulate' }).error.code, 'BadEnvelope');
+  assert.equal(host.storage.read(1), null, 'nothing journaled');
+  assert.equal(g.request({ type: 'runs' }).error.code, 'NotInitialized', 'still not initialised');
+});
+
 test('a generated fleet of 300 members with jitter, large snapshots and restarts', () => {
   const pool = [{ name: 'system', osType: 'Linux', imageVersion: 'AKSUbuntu-2204gen2containerd-202411.03.0' }];
   const members = [];
