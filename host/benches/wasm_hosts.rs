@@ -103,43 +103,36 @@ fn run(cmd: &mut Process, what: &str) {
     assert!(status.success(), "{what} failed: {status}");
 }
 
-/// The release plugin, built when missing.
-fn plugin_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("WAVERUN_PLUGIN") {
-        return PathBuf::from(p);
-    }
+/// `target/wasm32-unknown-unknown/release/{file}` of workspace package `package`, built when
+/// missing.
+fn release_wasm(package: &str, file: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    let path = target.join("wasm32-unknown-unknown/release/waverun_plugin.wasm");
+    let path = target.join("wasm32-unknown-unknown/release").join(file);
     if !path.exists() {
         run(
             Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
                 .current_dir(root())
                 .args(["build", "--release", "--target", "wasm32-unknown-unknown"])
-                .args(["-p", "waverun-plugin"]),
-            "the plugin",
+                .args(["-p", package]),
+            package,
         );
     }
     path
 }
 
-/// The core alone as a module with no imports (`bindings/core-probe`), built when missing.
-fn probe_path() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let path = target.join("wasm32-unknown-unknown/release/waverun_core_probe.wasm");
-    if !path.exists() {
-        run(
-            Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-                .current_dir(root())
-                .args(["build", "--release", "--target", "wasm32-unknown-unknown"])
-                .args(["-p", "waverun-core-probe"]),
-            "the core probe",
-        );
+/// The release plugin (`$WAVERUN_PLUGIN` overrides).
+fn plugin_path() -> PathBuf {
+    match std::env::var_os("WAVERUN_PLUGIN") {
+        Some(p) => PathBuf::from(p),
+        None => release_wasm("waverun-plugin", "waverun_plugin.wasm"),
     }
-    path
+}
+
+/// The core alone as a module with no imports (`bindings/core-probe`).
+fn probe_path() -> PathBuf {
+    release_wasm("waverun-core-probe", "waverun_core_probe.wasm")
 }
 
 /// `probe_simulate` of `scenario` (JSON) in a fresh wasmtime engine with or without epoch
