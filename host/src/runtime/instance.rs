@@ -743,11 +743,6 @@ impl PluginInstance {
     }
 
     fn events(bytes: &[u8], what: &str) -> Result<Vec<Event>, PluginError> {
-        #[derive(Deserialize)]
-        struct Events {
-            #[serde(default)]
-            events: Vec<Event>,
-        }
         Ok(Self::envelope_as::<Events>(bytes, what)?.events)
     }
 
@@ -783,26 +778,16 @@ impl PluginInstance {
     /// A `command` request; returns the events it caused.
     pub fn command(&mut self, command: &Command) -> Result<Vec<Event>, PluginError> {
         #[derive(Serialize)]
-        struct Req<'a> {
-            v: u32,
-            request: CommandRequest<'a>,
-        }
-        #[derive(Serialize)]
         struct CommandRequest<'a> {
             #[serde(rename = "type")]
             kind: &'static str,
             command: &'a Command,
         }
-        let arg = serde_json::to_vec(&Req {
-            v: 1,
-            request: CommandRequest {
-                kind: "command",
-                command,
-            },
-        })
-        .expect("JSON serialises");
-        let b = self.call(Export::Request, Some(&arg))?;
-        Self::events(&b, "command")
+        let request = CommandRequest {
+            kind: "command",
+            command,
+        };
+        Ok(self.request_as::<_, Events>(&request, "command")?.events)
     }
 
     /// `waverun_deliver`: a cluster result or another observation; returns the events.
@@ -962,6 +947,13 @@ fn new_store(plugin: &Plugin, host: Host, config: &InstanceConfig) -> Store<Host
     store.limiter(|s| &mut s.limiter);
     store.epoch_deadline_trap();
     store
+}
+
+/// The result of an input: the events it caused.
+#[derive(Deserialize)]
+struct Events {
+    #[serde(default)]
+    events: Vec<Event>,
 }
 
 /// An observation in the ABI's JSON form (section 6: `{"type": "upgradeSucceeded",
