@@ -92,6 +92,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod document;
 pub mod engine;
 pub mod error;
 pub mod event;
@@ -101,6 +102,7 @@ pub mod plan;
 pub mod selector;
 pub mod sim;
 pub mod state;
+pub mod time;
 pub mod validate;
 pub mod version;
 pub mod window;

@@ -12,7 +12,7 @@ pub type Timestamp = DateTime<Utc>;
 
 /// A cluster in the fleet.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Member {
     /// Unique name, `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, 1–50 chars.
     pub name: String,
@@ -42,7 +42,7 @@ pub struct Member {
 
 /// A node pool of a member.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePool {
     /// Pool name, unique within the member.
     pub name: String,
@@ -66,7 +66,7 @@ pub enum OsType {
 
 /// A member's maintenance windows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Maintenance {
     /// Governs `Full` and `ControlPlaneOnly` upgrades.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,7 +90,7 @@ impl Maintenance {
 
 /// Which provider drives a member.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderRef {
     /// Provider name (e.g. `simulated`, `aks`, `exec`).
     pub name: String,
@@ -101,7 +101,7 @@ pub struct ProviderRef {
 
 /// An ordered list of stages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateStrategy {
     /// Stages, run strictly one after another.
     pub stages: Vec<Stage>,
@@ -109,7 +109,7 @@ pub struct UpdateStrategy {
 
 /// One stage of a strategy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Stage {
     /// Unique within the strategy.
     pub name: String,
@@ -146,7 +146,7 @@ pub struct Stage {
 
 /// One group of a stage.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Group {
     /// Unique across the whole strategy.
     pub name: String,
@@ -177,7 +177,7 @@ pub struct Group {
 
 /// `memberSelector: {byLabel: "..."}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MemberSelector {
     /// A Kubernetes label selector string (at most 512 characters).
     pub by_label: String,
@@ -185,7 +185,7 @@ pub struct MemberSelector {
 
 /// A gate in a strategy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GateConfig {
     /// `Approval` or `ScheduledStart`.
     #[serde(rename = "type")]
@@ -209,7 +209,7 @@ pub enum GateType {
 
 /// When a `ScheduledStart` gate opens.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduledStartConfiguration {
     /// `Monday`..`Sunday`.
     pub start_day: crate::window::DayOfWeek,
@@ -231,7 +231,7 @@ pub enum GateTiming {
 
 /// What an update run asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateRunSpec {
     /// Unique run name (same pattern as member names).
     pub name: String,
@@ -250,7 +250,7 @@ pub struct UpdateRunSpec {
 
 /// The upgrade and how node images are chosen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManagedClusterUpdate {
     /// Upgrade type and version.
     pub upgrade: Upgrade,
@@ -261,7 +261,7 @@ pub struct ManagedClusterUpdate {
 
 /// `{type, kubernetesVersion}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Upgrade {
     /// What is upgraded.
     #[serde(rename = "type")]
@@ -284,7 +284,7 @@ pub enum UpgradeType {
 
 /// Node image selection.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeImageSelection {
     /// `Latest` (default), `Consistent` or `Custom`.
     #[serde(rename = "type", default)]
@@ -296,7 +296,7 @@ pub struct NodeImageSelection {
 
 /// `{version}` entries of `customNodeImageVersions`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CustomNodeImageVersion {
     /// A full image version.
     pub version: String,
@@ -316,18 +316,18 @@ pub enum NodeImageSelectionType {
 
 /// Where and since when one version is available.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Release {
     /// A Kubernetes version `x.y.z` or a node image version.
     pub version: String,
     /// Region → available since.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::time::de_timestamp_map")]
     pub available: BTreeMap<String, Timestamp>,
 }
 
 /// What versions exist and where. Providers feed it; the engine only reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReleaseCatalog {
     /// Kubernetes versions.
     #[serde(default)]
@@ -339,13 +339,15 @@ pub struct ReleaseCatalog {
 
 /// A fleet-wide dated exclusion: no member upgrade starts in `[start, end)`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Freeze {
     /// Name shown in waits.
     pub name: String,
     /// First frozen instant.
+    #[serde(deserialize_with = "crate::time::de_timestamp")]
     pub start: Timestamp,
     /// First instant after the freeze.
+    #[serde(deserialize_with = "crate::time::de_timestamp")]
     pub end: Timestamp,
 }
 

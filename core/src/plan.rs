@@ -3,7 +3,7 @@
 //! and `now`.
 
 use crate::catalog::Catalog;
-use crate::error::{Error, ErrorCode};
+use crate::error::{Error, ErrorCode, FieldError};
 use crate::limits::{
     Limit, DEFAULT_ALLOWED_FAILURES, DEFAULT_GROUP_CONCURRENCY, DEFAULT_STAGE_CONCURRENCY,
 };
@@ -120,8 +120,8 @@ pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignme
                             stage.name
                         ),
                     );
-                    e.fields.push(crate::error::FieldError::new(
-                        format!("stages[{si}].groups[{gi}]"),
+                    e.fields.push(FieldError::new(
+                        membership_path(stage, si, gi),
                         e.message.clone(),
                     ));
                     return Err(e);
@@ -135,6 +135,19 @@ pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignme
         .filter(|i| owner[*i as usize].is_none())
         .collect();
     Ok(Assignment { stages, unassigned })
+}
+
+/// The field that put group `gi` of stage `si` around its members: its selector, else its name
+/// (members join by their `group`); for a stage's implicit group, the stage's selector.
+fn membership_path(stage: &Stage, si: usize, gi: usize) -> String {
+    match stage.groups.get(gi) {
+        Some(g) if g.member_selector.is_some() => {
+            format!("stages[{si}].groups[{gi}].memberSelector.byLabel")
+        }
+        Some(_) => format!("stages[{si}].groups[{gi}].name"),
+        None if stage.member_selector.is_some() => format!("stages[{si}].memberSelector.byLabel"),
+        None => format!("stages[{si}]"),
+    }
 }
 
 fn parse_sel(s: &str, path: &str) -> Result<LabelSelector, Error> {
@@ -234,9 +247,23 @@ pub struct RunTarget {
 }
 
 impl RunTarget {
-    /// The run target of a spec (Consistent images still to be selected).
+    /// The run target of a spec (Consistent images still to be selected). A `ControlPlaneOnly`
+    /// upgrade changes no node image, so whatever selection it carries counts as `Latest`
+    /// (`validate` and `plan` warn about it).
     pub fn of(spec: &UpdateRunSpec) -> RunTarget {
         let up = &spec.managed_cluster_update;
+        if up.upgrade.upgrade_type == UpgradeType::ControlPlaneOnly {
+            return RunTarget {
+                upgrade_type: UpgradeType::ControlPlaneOnly,
+                kubernetes_version: up
+                    .upgrade
+                    .kubernetes_version
+                    .as_deref()
+                    .and_then(|v| KubeVersion::parse(v).ok()),
+                selection: NodeImageSelectionType::Latest,
+                images: Vec::new(),
+            };
+        }
         RunTarget {
             upgrade_type: up.upgrade.upgrade_type,
             kubernetes_version: up
@@ -561,6 +588,9 @@ pub struct Plan {
     pub members_to_upgrade: u32,
     /// Members with nothing to do.
     pub members_to_skip: u32,
+    /// What the run spec asks for that has no effect (field path and message), e.g. a
+    /// node-image selection on a `ControlPlaneOnly` upgrade.
+    pub warnings: Vec<FieldError>,
 }
 
 /// Plans `spec` over `members` (any order) with `strategy` (the run's own or the stored one).
@@ -729,6 +759,7 @@ pub fn plan(
         will_fail,
         members_to_upgrade: up,
         members_to_skip: skip,
+        warnings: crate::validate::run_spec_warnings("", spec),
     })
 }
 

@@ -1,6 +1,6 @@
 //! Validation of members, strategies and run specs. Every error names the field path and the rule.
 
-use crate::error::{Error, Errors};
+use crate::error::{Error, Errors, FieldError};
 use crate::limits::{Limit, MAX_STAGE_CONCURRENCY};
 use crate::model::{
     GateConfig, GateType, Member, NodeImageSelectionType, UpdateRunSpec, UpdateStrategy,
@@ -17,6 +17,8 @@ pub const MAX_GROUPS_PER_STAGE: usize = 50;
 pub const MAX_SELECTOR_LEN: usize = 512;
 /// Longest after-stage wait (decision: one week).
 pub const MAX_AFTER_STAGE_WAIT_SECONDS: u64 = 7 * 24 * 3600;
+/// Longest provider id (an Azure resource id is at most a few hundred characters).
+pub const MAX_PROVIDER_ID_CHARS: usize = 1024;
 /// Label prefix reserved for labels the system adds.
 pub const SYSTEM_LABEL_PREFIX: &str = "waverun.dev/";
 
@@ -38,6 +40,32 @@ fn name_rule(name: &str) -> Result<(), &'static str> {
     let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     if !ok(b[0]) || !ok(b[b.len() - 1]) || !b.iter().all(|c| ok(*c) || *c == b'-') {
         return Err("must match ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ (lowercase letters, digits and '-', starting and ending with a letter or digit)");
+    }
+    Ok(())
+}
+
+/// Longest free text (`displayName`, `by`, freeze names), in characters.
+pub const MAX_TEXT_CHARS: usize = 100;
+
+/// Checks free text (`displayName`, `by`, freeze names): at most `max` characters and no
+/// control characters, which would otherwise reach terminals and logs (a display name could
+/// retitle a window or clear the screen).
+pub fn check_text(path: &str, text: &str, max: usize, errors: &mut Errors) {
+    if let Err(rule) = text_rule(text, max) {
+        errors.push(path, rule);
+    }
+}
+
+fn text_rule(text: &str, max: usize) -> Result<(), String> {
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "contains the control character U+{:04X}; free text holds no control characters",
+            u32::from(c)
+        ));
+    }
+    let n = text.chars().count();
+    if n > max {
+        return Err(format!("is {n} characters long; at most {max}"));
     }
     Ok(())
 }
@@ -76,8 +104,8 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
     let mut pools = BTreeSet::new();
     for (i, pool) in m.node_pools.iter().enumerate() {
         let p = format!("{}[{i}]", join(path, "nodePools"));
-        if pool.name.is_empty() {
-            errors.push(format!("{p}.name"), "is required");
+        if name_rule(&pool.name).is_err() {
+            check_name(&format!("{p}.name"), &pool.name, errors);
         } else if !pools.insert(pool.name.as_str()) {
             errors.push(
                 format!("{p}.name"),
@@ -95,8 +123,14 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
         w.validate(&join(path, "maintenance.nodeOS"), errors);
     }
     if let Some(p) = &m.provider {
-        if p.name.trim().is_empty() {
-            errors.push(join(path, "provider.name"), "is required");
+        check_name(&join(path, "provider.name"), &p.name, errors);
+        if let Some(id) = &p.id {
+            check_text(
+                &join(path, "provider.id"),
+                id,
+                MAX_PROVIDER_ID_CHARS,
+                errors,
+            );
         }
     }
 }
@@ -250,9 +284,7 @@ fn check_gates(path: &str, gates: &[GateConfig], before: bool, errors: &mut Erro
     for (i, g) in gates.iter().enumerate() {
         let p = format!("{path}[{i}]");
         if let Some(d) = &g.display_name {
-            if d.chars().count() > 100 {
-                errors.push(format!("{p}.displayName"), "is longer than 100 characters");
-            }
+            check_text(&format!("{p}.displayName"), d, MAX_TEXT_CHARS, errors);
         }
         match (g.gate_type, &g.scheduled_start_configuration) {
             (GateType::Approval, Some(_)) => errors.push(
@@ -344,14 +376,26 @@ pub fn validate_run_spec(path: &str, r: &UpdateRunSpec, errors: &mut Errors) {
             }
         }
     }
-    if up.upgrade_type == UpgradeType::ControlPlaneOnly
-        && sel.selection_type != NodeImageSelectionType::Latest
+}
+
+/// What is allowed in a run spec but has no effect, as warnings (field path and message):
+/// today, a node-image selection other than `Latest` on a `ControlPlaneOnly` upgrade (Azure
+/// run files carry one; the run behaves exactly as with `Latest`).
+pub fn run_spec_warnings(path: &str, r: &UpdateRunSpec) -> Vec<FieldError> {
+    let mut warnings = Vec::new();
+    let mcu = &r.managed_cluster_update;
+    if mcu.upgrade.upgrade_type == UpgradeType::ControlPlaneOnly
+        && mcu.node_image_selection.selection_type != NodeImageSelectionType::Latest
     {
-        errors.push(
+        warnings.push(FieldError::new(
             join(path, "managedClusterUpdate.nodeImageSelection.type"),
-            "a ControlPlaneOnly upgrade changes no node image; leave the selection at Latest",
-        );
+            format!(
+                "{:?} has no effect on a ControlPlaneOnly upgrade: no node image changes, the run behaves as with Latest",
+                mcu.node_image_selection.selection_type
+            ),
+        ));
     }
+    warnings
 }
 
 /// Joins a path prefix and a field.

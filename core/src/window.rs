@@ -68,7 +68,7 @@ pub const OPENS_SOON_SECS: i64 = 4 * 3600;
 ///  "notAllowedDates": [{"start": "2026-12-24", "end": "2026-12-26"}]}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MaintenanceWindow {
     /// Which local dates have an occurrence.
     pub schedule: Schedule,
@@ -89,7 +89,7 @@ pub struct MaintenanceWindow {
 
 /// The recurrence of a window; externally tagged, e.g. `{"daily": {"intervalDays": 1}}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Schedule {
     /// Every `interval_days` days.
     #[serde(rename_all = "camelCase")]
@@ -200,6 +200,7 @@ pub enum WeekIndex {
 
 /// Whole local dates `"YYYY-MM-DD"`, both inclusive, in the window's `utcOffset`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DateSpan {
     /// First closed date.
     pub start: String,

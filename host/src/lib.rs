@@ -5,25 +5,18 @@
 pub mod runtime;
 
 use serde::de::DeserializeOwned;
+use std::io::Read;
 use std::path::Path;
+use waverun_core::document::{self, Format, MAX_DOCUMENT_BYTES};
 use waverun_core::sim::Scenario;
-use waverun_core::UpdateStrategy;
 
-/// Parses YAML or JSON text into `T`; errors name the field path (`members[3].nodePools[0]...`).
+pub use waverun_core::document::Document;
+
+/// Parses YAML or JSON text into `T` under the document rules of
+/// [`waverun_core::document`]; the error names the field path (`members[3].nodePools[0]...`).
 pub fn parse_text<T: DeserializeOwned>(text: &str, json: bool) -> Result<T, String> {
-    let value: serde_json::Value = if json {
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
-    } else {
-        serde_saphyr::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
-    };
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." || path.is_empty() {
-            e.inner().to_string()
-        } else {
-            format!("{path}: {}", e.inner())
-        }
-    })
+    let format = if json { Format::Json } else { Format::Yaml };
+    document::from_str(text, format).map_err(|e| e.to_string())
 }
 
 /// Whether a path names a JSON file (the extension decides).
@@ -32,48 +25,62 @@ pub fn is_json(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+fn format_of(path: &Path) -> Format {
+    if is_json(path) {
+        Format::Json
+    } else {
+        Format::Yaml
+    }
+}
+
+/// Reads a document file: only a regular file of at most [`MAX_DOCUMENT_BYTES`], checked
+/// before reading (so `/dev/zero` or a FIFO is refused rather than read forever), in UTF-8.
+pub fn read_document(path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown}: not a regular file; give the path of a YAML or JSON file"
+        ));
+    }
+    let limit = MAX_DOCUMENT_BYTES;
+    if meta.len() > limit {
+        return Err(format!(
+            "{shown}: {} bytes; documents are at most {} MiB",
+            meta.len(),
+            limit >> 20
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // The file may grow between the check and the read: never read more than the limit.
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{shown}: more than {} MiB; documents are at most {} MiB",
+            limit >> 20,
+            limit >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{shown}: not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// Reads a scenario file.
 pub fn load_scenario(path: &Path) -> Result<Scenario, String> {
-    let text = read(path)?;
-    parse_text(&text, is_json(path))
+    let text = read_document(path)?;
+    Scenario::from_text(&text, format_of(path)).map_err(|e| e.to_string())
 }
 
-/// What a file given to `waverun validate` holds.
-pub enum Document {
-    /// A scenario.
-    Scenario(Box<Scenario>),
-    /// An update strategy.
-    Strategy(UpdateStrategy),
-}
-
-/// Reads a scenario or a strategy. A strategy may be bare (`{stages: [...]}`), wrapped
-/// (`{strategy: {...}}`) or an Azure resource (`{properties: {strategy: {...}}}`).
+/// Reads a scenario or a strategy (bare, wrapped, or an Azure resource; see
+/// [`waverun_core::document::document`]).
 pub fn load_document(path: &Path) -> Result<Document, String> {
-    let text = read(path)?;
-    let json = is_json(path);
-    let value: serde_json::Value = parse_text(&text, json)?;
-    let obj = value
-        .as_object()
-        .ok_or("the file must hold a mapping (a scenario or a strategy)")?;
-    if obj.contains_key("members") || obj.contains_key("run") {
-        return parse_text(&text, json).map(|s| Document::Scenario(Box::new(s)));
-    }
-    let inner = if obj.contains_key("stages") {
-        value.clone()
-    } else if let Some(s) = obj.get("strategy") {
-        s.clone()
-    } else if let Some(s) = obj.get("properties").and_then(|p| p.get("strategy")) {
-        s.clone()
-    } else {
-        return Err(
-            "neither a scenario (no `members` / `run`) nor a strategy (no `stages`)".into(),
-        );
-    };
-    serde_path_to_error::deserialize(inner)
-        .map(Document::Strategy)
-        .map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    let text = read_document(path)?;
+    document::document(&text, format_of(path)).map_err(|e| e.to_string())
 }

@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use waverun_core::sim::{render_text, simulate};
@@ -51,10 +52,14 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         plugin: Option<PathBuf>,
     },
-    /// Check a strategy or a scenario: prints "valid" or every error with its field path.
+    /// Check a strategy or a scenario: prints "valid" (after any warnings) or every error with
+    /// its field path.
     Validate {
         /// Strategy or scenario file.
         file: PathBuf,
+        /// Output format: `json` prints {valid, errors, warnings}.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Format,
     },
     /// Show the plan of a scenario's run at the scenario's start: members per stage and group,
     /// unassigned members, resolved limits, gates needing a human, selected images.
@@ -69,8 +74,12 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let mut out = std::io::stdout().lock();
+    match run(cli, &mut out).and_then(|()| Ok(out.flush()?)) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away (`waverun simulate ... | head -1`) is not an error: stop
+        // quietly, as Unix tools do.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -78,7 +87,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
+    })
+}
+
+fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.command {
         Cmd::Simulate {
             file,
@@ -93,24 +112,55 @@ fn run(cli: Cli) -> Result<()> {
                 EngineKind::Wasm => simulate_wasm(&scenario, plugin)?,
             };
             match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-                Format::Text => print!("{}", render_text(&report)),
+                Format::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &report)?;
+                    writeln!(out)?;
+                }
+                Format::Text => out.write_all(render_text(&report).as_bytes())?,
             }
         }
-        Cmd::Validate { file } => match load_document(&file).map_err(anyhow::Error::msg)? {
-            Document::Scenario(s) => {
-                s.validate()?;
-                // The engine checks what only the whole fleet shows (a member in two groups).
-                let mut sim = waverun_core::sim::Simulation::new(&s)?;
-                let _ = &mut sim;
-                sim.engine().plan(&s.run.name)?;
-                println!("valid");
+        Cmd::Validate { file, output } => {
+            let (result, warnings) = match load_document(&file).map_err(anyhow::Error::msg)? {
+                Document::Scenario(s) => {
+                    let warnings = waverun_core::validate::run_spec_warnings("run", &s.run_spec());
+                    (s.validate(), warnings)
+                }
+                Document::Strategy { strategy, path } => {
+                    let mut e = waverun_core::error::Errors::default();
+                    waverun_core::validate::validate_strategy(path, &strategy, &mut e);
+                    (e.into_result(), Vec::new())
+                }
+            };
+            match output {
+                Format::Json => {
+                    let errors = match &result {
+                        Ok(()) => Vec::new(),
+                        Err(e) if e.fields.is_empty() => {
+                            vec![waverun_core::FieldError::new("", e.message.clone())]
+                        }
+                        Err(e) => e.fields.clone(),
+                    };
+                    let doc = serde_json::json!({
+                        "valid": result.is_ok(),
+                        "errors": errors,
+                        "warnings": warnings,
+                    });
+                    serde_json::to_writer_pretty(&mut *out, &doc)?;
+                    writeln!(out)?;
+                    if result.is_err() {
+                        out.flush()?;
+                        std::process::exit(2);
+                    }
+                }
+                Format::Text => {
+                    for w in &warnings {
+                        writeln!(out, "warning: {w}")?;
+                    }
+                    result?;
+                    writeln!(out, "valid")?;
+                }
             }
-            Document::Strategy(st) => {
-                waverun_core::validate::strategy(&st)?;
-                println!("valid");
-            }
-        },
+        }
         Cmd::Plan { file, output } => {
             let scenario = load_scenario(&file).map_err(anyhow::Error::msg)?;
             scenario.validate()?;
@@ -120,10 +170,17 @@ fn run(cli: Cli) -> Result<()> {
                     bail!("{path}: {e}");
                 }
             }
-            let plan = engine.plan(&scenario.run.name)?;
+            let mut plan = engine.plan(&scenario.run.name)?;
+            // The engine names fields of the run spec; in a scenario file they sit under `run`.
+            for w in &mut plan.warnings {
+                w.path = waverun_core::validate::join("run", &w.path);
+            }
             match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
-                Format::Text => print!("{}", render_plan(&plan)),
+                Format::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &plan)?;
+                    writeln!(out)?;
+                }
+                Format::Text => out.write_all(render_plan(&plan).as_bytes())?,
             }
         }
     }
@@ -222,6 +279,9 @@ fn render_plan(p: &waverun_core::plan::Plan) -> String {
             "Will fail without a cluster call (minor version skip): {}",
             p.will_fail.join(", ")
         );
+    }
+    for w in &p.warnings {
+        let _ = writeln!(out, "warning: {w}");
     }
     if p.unassigned.is_empty() {
         let _ = writeln!(out, "Unassigned members: none");

@@ -572,6 +572,9 @@ export interface Plan {
   willFail?: string[];
   membersToUpgrade: number;
   membersToSkip: number;
+  /** What the run spec asks for that has no effect (e.g. a node-image selection on a
+   * ControlPlaneOnly upgrade), with the field path relative to the run spec. */
+  warnings: FieldError[];
 }
 
 export interface Summary {

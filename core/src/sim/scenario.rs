@@ -15,15 +15,22 @@ use std::collections::BTreeMap;
 
 /// How long a simulation may run when the scenario gives no `until`.
 pub const DEFAULT_HORIZON_DAYS: i64 = 366;
+/// Longest simulated upgrade (`behavior.upgradeMinutes`) and jitter: one year.
+pub const MAX_BEHAVIOR_MINUTES: u32 = 366 * 24 * 60;
 
 /// A scenario.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scenario {
     /// Virtual clock at the beginning.
+    #[serde(deserialize_with = "crate::time::de_timestamp")]
     pub start: Timestamp,
     /// Optional horizon (default: 366 days after `start`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de_opt_timestamp"
+    )]
     pub until: Option<Timestamp>,
     /// Complete every Approval gate the moment it is created.
     #[serde(default)]
@@ -180,6 +187,7 @@ pub struct GateRef {
 #[serde(deny_unknown_fields)]
 pub struct Action {
     /// When.
+    #[serde(deserialize_with = "crate::time::de_timestamp")]
     pub at: Timestamp,
     /// What.
     #[serde(rename = "do")]
@@ -229,25 +237,29 @@ impl Action {
 }
 
 impl Scenario {
-    /// Parses JSON (YAML is parsed by the host into the same type).
+    /// Parses a scenario from JSON text (closed schema, strict types: see [`crate::document`]).
     pub fn from_json(text: &str) -> Result<Scenario, Error> {
-        serde_json::from_str(text).map_err(|e| {
-            Error::invalid(vec![crate::error::FieldError::new(
-                "",
-                format!("scenario: {e}"),
-            )])
-        })
+        crate::document::from_str(text, crate::document::Format::Json)
+    }
+
+    /// Parses a scenario from YAML or JSON text.
+    pub fn from_text(text: &str, format: crate::document::Format) -> Result<Scenario, Error> {
+        crate::document::from_str(text, format)
     }
 
     /// When the simulation stops at the latest.
     pub fn horizon(&self) -> Timestamp {
-        self.until
-            .unwrap_or(self.start + chrono::Duration::days(DEFAULT_HORIZON_DAYS))
+        self.until.unwrap_or_else(|| {
+            self.start
+                .checked_add_signed(chrono::TimeDelta::days(DEFAULT_HORIZON_DAYS))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+        })
     }
 
     /// Checks everything the engine will not: member names unique, behaviours, actions in
-    /// order with what they need, releases well-formed; and the members, strategy and run
-    /// with their own rules. Every error names its field.
+    /// order and pointing at something that exists, releases well-formed, every member in at
+    /// most one group; and the members, strategy and run with their own rules. Every error
+    /// names its field, once, as it is in the file.
     pub fn validate(&self) -> Result<(), Error> {
         let mut e = Errors::default();
         if let Some(u) = self.until {
@@ -265,14 +277,46 @@ impl Scenario {
                     format!("\"{}\" is already the name of members[{prev}]", m.name),
                 );
             }
-            if m.behavior.upgrade_minutes == 0 {
+            let b = &m.behavior;
+            if b.upgrade_minutes == 0 {
                 e.push(format!("{p}.behavior.upgradeMinutes"), "must be at least 1");
             }
+            if b.upgrade_minutes > MAX_BEHAVIOR_MINUTES {
+                e.push(
+                    format!("{p}.behavior.upgradeMinutes"),
+                    format!(
+                        "{} is above the maximum of {MAX_BEHAVIOR_MINUTES} (one year)",
+                        b.upgrade_minutes
+                    ),
+                );
+            }
+            if b.jitter_minutes > MAX_BEHAVIOR_MINUTES {
+                e.push(
+                    format!("{p}.behavior.jitterMinutes"),
+                    format!(
+                        "{} is above the maximum of {MAX_BEHAVIOR_MINUTES} (one year)",
+                        b.jitter_minutes
+                    ),
+                );
+            }
         }
-        if let Some(s) = &self.strategy {
-            validate::validate_strategy("strategy", s, &mut e);
-        }
-        validate::validate_run_spec("run", &self.run_spec(), &mut e);
+        let strategy_valid = match &self.strategy {
+            Some(s) => {
+                let before = e.0.len();
+                validate::validate_strategy("strategy", s, &mut e);
+                e.0.len() == before
+            }
+            None => true,
+        };
+        // The run's own fields; the strategy is the scenario's and was checked above, once.
+        validate::validate_run_spec(
+            "run",
+            &UpdateRunSpec {
+                strategy: None,
+                ..self.run_spec()
+            },
+            &mut e,
+        );
         if let Some(r) = &self.releases {
             for (i, k) in r.kubernetes.iter().enumerate() {
                 if let Err(m) = crate::version::KubeVersion::parse(&k.version) {
@@ -286,36 +330,167 @@ impl Scenario {
             }
         }
         for (i, f) in self.freezes.iter().enumerate() {
+            validate::check_text(
+                &format!("freezes[{i}].name"),
+                &f.name,
+                validate::MAX_TEXT_CHARS,
+                &mut e,
+            );
+            if f.name.trim().is_empty() {
+                e.push(format!("freezes[{i}].name"), "is required");
+            }
             if f.end <= f.start {
                 e.push(format!("freezes[{i}].end"), "must be after start");
             }
         }
+        let strategy = self
+            .strategy
+            .clone()
+            .unwrap_or_else(crate::plan::default_strategy);
+        let targets = ActionTargets::of(&strategy, &names);
         for (i, a) in self.actions.iter().enumerate() {
-            let p = format!("actions[{i}]");
-            if i > 0 && a.at < self.actions[i - 1].at {
-                e.push(
-                    format!("{p}.at"),
-                    format!(
-                        "is before actions[{}].at; actions are listed in time order",
-                        i - 1
-                    ),
-                );
-            }
-            if a.at < self.start {
-                e.push(format!("{p}.at"), "is before the scenario's start");
-            }
-            match a.kind {
-                ActionKind::Approve if a.gate.is_none() => e.push(
-                    format!("{p}.gate"),
-                    "approve needs a gate ({stage, timing} and optionally group, or id)",
-                ),
-                ActionKind::Skip if a.targets.is_empty() => {
-                    e.push(format!("{p}.targets"), "skip needs at least one target")
+            self.validate_action(&format!("actions[{i}]"), i, a, &targets, &mut e);
+        }
+        // Only the whole fleet shows a member in two groups; the engine refuses such a run at
+        // start, so the scenario is refused here, naming the second group's selector.
+        if strategy_valid && e.0.is_empty() {
+            let mut members: Vec<Member> = self.members.iter().map(|m| m.member()).collect();
+            members.sort_by(|a, b| a.name.cmp(&b.name));
+            let refs: Vec<&Member> = members.iter().collect();
+            if let Err(err) = crate::plan::assign(&refs, &strategy) {
+                let prefix = if self.strategy.is_some() {
+                    "strategy"
+                } else {
+                    ""
+                };
+                for f in err.fields {
+                    e.push(validate::join(prefix, &f.path), f.message);
                 }
-                _ => {}
             }
         }
         e.into_result()
+    }
+
+    fn validate_action(
+        &self,
+        p: &str,
+        i: usize,
+        a: &Action,
+        targets: &ActionTargets,
+        e: &mut Errors,
+    ) {
+        if i > 0 && a.at < self.actions[i - 1].at {
+            e.push(
+                format!("{p}.at"),
+                format!(
+                    "is before actions[{}].at; actions are listed in time order",
+                    i - 1
+                ),
+            );
+        }
+        if a.at < self.start {
+            e.push(format!("{p}.at"), "is before the scenario's start");
+        }
+        if let Some(by) = &a.by {
+            validate::check_text(&format!("{p}.by"), by, validate::MAX_TEXT_CHARS, e);
+        }
+        let strategy = targets.strategy;
+        let stage_index = |name: &str| targets.stages.get(name).copied();
+        let any_group = |name: &str| targets.groups.contains(name);
+        let stage_names = || {
+            let names: Vec<&str> = strategy
+                .stages
+                .iter()
+                .map(|s| s.name.as_str())
+                .take(10)
+                .collect();
+            let more = if strategy.stages.len() > 10 {
+                ", ..."
+            } else {
+                ""
+            };
+            format!("{}{more}", names.join(", "))
+        };
+        match a.kind {
+            ActionKind::Approve => match &a.gate {
+                None => e.push(
+                    format!("{p}.gate"),
+                    "approve needs a gate ({stage, timing} and optionally group, or id)",
+                ),
+                Some(g) => match (&g.id, &g.stage) {
+                    (Some(id), _) => {
+                        if id.trim().is_empty() {
+                            e.push(format!("{p}.gate.id"), "is empty");
+                        }
+                    }
+                    (None, None) => e.push(
+                        format!("{p}.gate"),
+                        "names no gate: give its stage (and timing, and group for a group gate) or its id",
+                    ),
+                    (None, Some(stage)) => match stage_index(stage) {
+                        None => e.push(
+                            format!("{p}.gate.stage"),
+                            format!("\"{stage}\" is not a stage of the strategy (stages: {})", stage_names()),
+                        ),
+                        Some(si) => {
+                            let st = &strategy.stages[si];
+                            let gates = match &g.group {
+                                None => Some((&st.before_gates, &st.after_gates, format!("stage \"{stage}\""))),
+                                Some(group) => match st.groups.iter().find(|x| &x.name == group) {
+                                    Some(x) => Some((&x.before_gates, &x.after_gates, format!("group \"{group}\""))),
+                                    None => {
+                                        e.push(
+                                            format!("{p}.gate.group"),
+                                            format!("\"{group}\" is not a group of stage \"{stage}\""),
+                                        );
+                                        None
+                                    }
+                                },
+                            };
+                            if let Some((before, after, owner)) = gates {
+                                let (count, timing) = match g.timing {
+                                    Some(GateTiming::Before) => (before.len(), " Before"),
+                                    Some(GateTiming::After) => (after.len(), " After"),
+                                    None => (before.len() + after.len(), ""),
+                                };
+                                if count == 0 {
+                                    e.push(
+                                        format!("{p}.gate"),
+                                        format!("{owner} has no{timing} gate to approve"),
+                                    );
+                                }
+                            }
+                        }
+                    },
+                },
+            },
+            ActionKind::Skip if a.targets.is_empty() => {
+                e.push(format!("{p}.targets"), "skip needs at least one target")
+            }
+            ActionKind::Skip => {
+                for (ti, t) in a.targets.iter().enumerate() {
+                    let tp = format!("{p}.targets[{ti}]");
+                    let problem = match t {
+                        SkipTarget::Member(m) if !targets.members.contains_key(m.as_str()) => {
+                            Some(format!("member \"{m}\" is not in the fleet"))
+                        }
+                        SkipTarget::Group(g) if !any_group(g) => {
+                            Some(format!("\"{g}\" is not a group of the strategy"))
+                        }
+                        SkipTarget::Stage(s) | SkipTarget::AfterStageWait(s)
+                            if stage_index(s).is_none() =>
+                        {
+                            Some(format!("\"{s}\" is not a stage of the strategy (stages: {})", stage_names()))
+                        }
+                        _ => None,
+                    };
+                    if let Some(m) = problem {
+                        e.push(tp, m);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The run spec the scenario describes.
@@ -382,5 +557,34 @@ impl Scenario {
             },
         ));
         out
+    }
+}
+
+/// What scenario actions may name, indexed once (actions are checked in O(log n) each).
+struct ActionTargets<'a> {
+    strategy: &'a UpdateStrategy,
+    stages: BTreeMap<&'a str, usize>,
+    /// Group names, including the implicit group of a stage without groups.
+    groups: std::collections::BTreeSet<&'a str>,
+    members: &'a BTreeMap<&'a str, usize>,
+}
+
+impl<'a> ActionTargets<'a> {
+    fn of(strategy: &'a UpdateStrategy, members: &'a BTreeMap<&'a str, usize>) -> Self {
+        let mut stages = BTreeMap::new();
+        let mut groups = std::collections::BTreeSet::new();
+        for (si, st) in strategy.stages.iter().enumerate() {
+            stages.entry(st.name.as_str()).or_insert(si);
+            if st.groups.is_empty() {
+                groups.insert(st.name.as_str());
+            }
+            groups.extend(st.groups.iter().map(|g| g.name.as_str()));
+        }
+        ActionTargets {
+            strategy,
+            stages,
+            groups,
+            members,
+        }
     }
 }
