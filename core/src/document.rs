@@ -66,6 +66,11 @@ pub fn from_str<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, Er
     result.map_err(|(path, message)| Error::invalid(vec![FieldError::new(path, message)]))
 }
 
+/// [`from_str`] for JSON only: what a Wasm host links when it never reads YAML.
+pub fn from_json_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    from_json(text).map_err(|(path, message)| Error::invalid(vec![FieldError::new(path, message)]))
+}
+
 /// What a file given to `waverun validate` holds.
 #[derive(Debug)]
 pub enum Document {

@@ -239,7 +239,7 @@ impl Action {
 impl Scenario {
     /// Parses a scenario from JSON text (closed schema, strict types: see [`crate::document`]).
     pub fn from_json(text: &str) -> Result<Scenario, Error> {
-        crate::document::from_str(text, crate::document::Format::Json)
+        crate::document::from_json_str(text)
     }
 
     /// Parses a scenario from YAML or JSON text.
