@@ -11,7 +11,7 @@
 //!   takes the type of the field it fills: in a string field `y`, `no`, `1.30` and `010` stay
 //!   strings. Booleans are YAML 1.2's `true`/`false` only.
 //! - **Typed JSON.** JSON is read into a small tree that keeps every key in order (a key given
-//!   twice is an error, never "last one wins"), then deserialised by [`NodeDeserializer`]: a
+//!   twice is an error, never "last one wins"), then deserialised by a tree deserializer of its own: a
 //!   number where the model wants a string is an error.
 //! - **Errors name the path as it is in the file** (`members[3].nodePools[0].imageVersion`),
 //!   then the rule; YAML errors add the line and column.
