@@ -2237,6 +2237,115 @@ stages:
 }
 
 #[test]
+fn approving_by_position_takes_the_first_pending_gate_there_and_by_id_that_gate() {
+    // A position leaves out what it does not name: no stage means any stage, no group means a
+    // stage's own gates, no timing either timing. The first Pending gate there (in strategy
+    // order) is approved; with none Pending the first gate there explains the refusal.
+    let mut fleet = members(&["a1"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    fleet.extend(members(&["c1"], "c"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s1
+  groups: [{name: a, afterGates: [{type: Approval}]}]
+- name: s2
+  beforeGates: [{type: Approval}, {type: Approval}]
+  afterGates: [{type: Approval}]
+  groups:
+  - {name: b, beforeGates: [{type: Approval}]}
+  - {name: c, beforeGates: [{type: Approval}]}
+"#,
+    ));
+    h.take();
+    let at = |stage: Option<&str>, group: Option<&str>, timing: Option<GateTiming>| GateSelector {
+        id: None,
+        stage: stage.map(str::to_string),
+        group: group.map(str::to_string),
+        timing,
+    };
+    let by_id = |id: &str| GateSelector {
+        id: Some(id.to_string()),
+        stage: None,
+        group: None,
+        timing: None,
+    };
+    let e = h.approve("r1", at(None, None, None), "x").unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e}");
+    assert!(e.message.contains("not started"), "{}", e.message);
+
+    h.start("r1");
+    h.take();
+    // No stage gate is Pending: the first After stage gate (s2's) is NotStarted.
+    let e = assert_invalid_state(
+        h.approve("r1", at(None, None, Some(GateTiming::After)), "x"),
+        "NotStarted",
+    );
+    assert!(e.message.contains("After stage \"s2\""), "{}", e.message);
+    // Group a's after-gate is not created before a1 finishes.
+    assert_invalid_state(
+        h.approve("r1", at(None, Some("a"), None), "x"),
+        "NotStarted",
+    );
+    let e = h
+        .approve("r1", at(Some("s2"), Some("a"), None), "x")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "a is not a group of s2: {e}");
+    h.advance_to("00:30");
+    h.succeed("r1/a1");
+    h.approve("r1", at(None, Some("a"), None), "x")
+        .expect("a's after-gate");
+    assert_eq!(
+        h.take(),
+        [
+            "00:30 MemberCompleted a1",
+            "00:30 GateCreated r1/group:a/after/0",
+            "00:30 GateCompleted r1/group:a/after/0",
+            "00:30 GroupCompleted a",
+            "00:30 StageCompleted s1",
+            "00:30 StageStarted s2",
+            "00:30 GateCreated r1/stage:s2/before/0",
+            "00:30 GateCreated r1/stage:s2/before/1",
+        ]
+    );
+    // Nothing named: the first Pending stage gate, one after the other.
+    h.approve("r1", at(None, None, None), "x")
+        .expect("before/0");
+    h.approve("r1", at(None, None, None), "x")
+        .expect("before/1");
+    let e = assert_invalid_state(
+        h.approve("r1", at(None, None, Some(GateTiming::Before)), "x"),
+        "Completed",
+    );
+    assert!(e.message.contains("Before stage \"s2\""), "{}", e.message);
+    h.approve("r1", at(None, Some("c"), None), "x")
+        .expect("c's gate");
+    h.approve("r1", by_id("r1/group:b/before/0"), "x")
+        .expect("b's gate by id");
+    let e = h
+        .approve("r1", by_id("r1/group:b/before/1"), "x")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e}");
+    assert_eq!(
+        h.take(),
+        [
+            "00:30 GateCompleted r1/stage:s2/before/0",
+            "00:30 GateCompleted r1/stage:s2/before/1",
+            "00:30 GroupStarted b",
+            "00:30 GateCreated r1/group:b/before/0",
+            "00:30 GroupStarted c",
+            "00:30 GateCreated r1/group:c/before/0",
+            "00:30 GateCompleted r1/group:c/before/0",
+            "00:30 MemberStarted c1",
+            "00:30 GateCompleted r1/group:b/before/0",
+            "00:30 MemberStarted b1",
+        ]
+    );
+}
+
+#[test]
 fn scheduled_start_gate_completes_at_its_absolute_start_time() {
     let mut h = Harness::fleet(members(&["b1"], "b"), default_catalog());
     h.create(full_run("r1", SCHEDULED_GATE_STRATEGY));
@@ -2980,7 +3089,11 @@ impl Harness {
     /// Moves the clock to `when`, waking the engine at every wakeup it asks for on the way
     /// (each at its own instant), then once at `when`.
     fn advance_to(&mut self, when: &str) {
-        let target = t(when);
+        self.advance_to_instant(t(when));
+    }
+
+    /// [`Harness::advance_to`] with an absolute instant.
+    fn advance_to_instant(&mut self, target: Timestamp) {
         assert!(target >= self.now, "time goes forward");
         for _ in 0..10_000 {
             match self.engine.poll_timeout() {
