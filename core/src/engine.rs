@@ -1528,7 +1528,7 @@ impl Engine {
                     let n = stage.after_gates.len();
                     let secs = stage.wait_seconds;
                     if secs > 0 && stage.wait.state == State::NotStarted {
-                        let until = now + chrono::Duration::seconds(secs as i64);
+                        let until = add_seconds(now, secs);
                         stage.wait.state = State::Running;
                         stage.wait.start = Some(now);
                         stage.wait_until = Some(until);
@@ -2292,14 +2292,14 @@ impl Engine {
         g.failure_count += 1;
         if !g.failed
             && !g.user_skipped
-            && g.failure_count - g.accepted_failures > g.max_allowed_failures
+            && g.failure_count.saturating_sub(g.accepted_failures) > g.max_allowed_failures
         {
             g.failed = true;
             g.node.state = State::Failed;
             g.node.completed = Some(now);
             let msg = format!(
                 "{} failures exceed maxAllowedFailures {}",
-                g.failure_count - g.accepted_failures,
+                g.failure_count.saturating_sub(g.accepted_failures),
                 g.max_allowed_failures
             );
             g.node.error = Some(StatusError {
@@ -2316,11 +2316,12 @@ impl Engine {
         let stage = &self.runs[name].stages[si];
         if !stage.failed
             && !stage.user_skipped
-            && stage.failure_count - stage.accepted_failures > stage.max_allowed_failures
+            && stage.failure_count.saturating_sub(stage.accepted_failures)
+                > stage.max_allowed_failures
         {
             let msg = format!(
                 "{} failures exceed maxAllowedFailures {}",
-                stage.failure_count - stage.accepted_failures,
+                stage.failure_count.saturating_sub(stage.accepted_failures),
                 stage.max_allowed_failures
             );
             self.fail_stage(name, si, &msg);
@@ -3002,6 +3003,16 @@ impl Engine {
     fn emit(&mut self, e: Event) {
         self.outputs.push_back(Output::Event(e));
     }
+}
+
+/// `t + secs`, saturating at the last representable instant: an after-stage wait too long to
+/// end within the calendar ends never (a user can still skip it); it never panics.
+fn add_seconds(t: Timestamp, secs: u64) -> Timestamp {
+    i64::try_from(secs)
+        .ok()
+        .and_then(chrono::TimeDelta::try_seconds)
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(Timestamp::MAX_UTC)
 }
 
 fn settle_skip(m: &mut MemberRt, now: Timestamp, reason: SkipReason, message: String) {

@@ -2927,6 +2927,244 @@ fn kubernetes_version_with_a_node_image_only_upgrade_is_rejected() {
     );
 }
 
+// ==================================================================== no arithmetic panic (spec §10)
+//
+// "No arithmetic on a valid input can overflow or panic": validation bounds what users send
+// (after-stage waits at most 7 days), but the engine does not rely on it. A time too late for the
+// calendar saturates at its last instant (`DateTime::<Utc>::MAX_UTC`): what would end there
+// never ends by itself, and a user can still skip or approve it.
+
+/// The last representable instant minus `minutes`.
+fn end_of_time_minus(minutes: i64) -> Timestamp {
+    Timestamp::MAX_UTC
+        .checked_sub_signed(Duration::minutes(minutes))
+        .expect("representable")
+}
+
+/// An engine at `now` with the default catalog and `members`, clock harness around it.
+fn harness_at(now: Timestamp, fleet: Vec<Member>) -> Harness {
+    let mut h = Harness::new();
+    h.engine = Engine::new(now);
+    h.now = now;
+    h.cmd(Command::SetCatalog {
+        catalog: default_catalog(),
+    })
+    .expect("catalog");
+    for member in fleet {
+        h.cmd(Command::UpsertMember { member }).expect("member");
+    }
+    h.take();
+    h
+}
+
+fn after_stage_wait_events(h: &Harness) -> Vec<&Event> {
+    h.events
+        .iter()
+        .filter(|e| e.kind == waverun_core::EventKind::AfterStageWaitStarted)
+        .collect()
+}
+
+#[test]
+fn after_stage_wait_ending_beyond_the_calendar_saturates_and_can_be_skipped() {
+    // A valid 7-day wait, started one day before the end of time.
+    let start = end_of_time_minus(24 * 60);
+    let mut fleet = members(&["a1"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    let mut h = harness_at(start, fleet);
+    h.create(full_run(
+        "r1",
+        "stages: [{name: s, afterStageWaitInSeconds: 604800, groups: [{name: a}]}, {name: t, groups: [{name: b}]}]",
+    ));
+    h.start("r1");
+    h.now = start + Duration::minutes(30);
+    h.succeed("r1/a1");
+    let waits = after_stage_wait_events(&h);
+    assert_eq!(waits.len(), 1);
+    assert_eq!(waits[0].until, Some(Timestamp::MAX_UTC));
+    let w = h.engine.poll_timeout().expect("the wait's wakeup");
+    assert_eq!(
+        (w.at, w.reason),
+        (Timestamp::MAX_UTC, WakeReason::AfterStageWait)
+    );
+    let st = h.status("r1");
+    let s = stage(&st, "s");
+    assert_eq!(s.after_stage_wait_status.status.state, State::Running);
+    assert_eq!(s.after_stage_wait_status.wait_duration_in_seconds, 604_800);
+    assert_eq!(
+        s.waiting_on.as_ref().and_then(|w| w.until),
+        Some(Timestamp::MAX_UTC)
+    );
+    // The saturated timer survives a snapshot.
+    let restored = Engine::restore(&h.engine.snapshot()).expect("restore");
+    assert_eq!(restored.poll_timeout(), h.engine.poll_timeout());
+    // The user skips the wait; the run goes on.
+    h.take();
+    h.skip("r1", &["AfterStageWait:s"]).expect("skip the wait");
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1"]);
+    assert_eq!(
+        h.engine.poll_timeout().map(|w| w.at),
+        Some(Timestamp::MAX_UTC)
+    );
+}
+
+#[test]
+fn after_stage_wait_of_u64_max_seconds_is_refused_naming_the_field() {
+    let mut h = Harness::fleet(members(&["a1"], "a"), default_catalog());
+    let strategy = format!(
+        "stages: [{{name: s, afterStageWaitInSeconds: {}, groups: [{{name: a}}]}}]",
+        u64::MAX
+    );
+    let e = h.cmd(create_cmd(full_run("r1", &strategy))).unwrap_err();
+    assert_invalid_field(&e, "strategy.stages[0].afterStageWaitInSeconds", "maximum");
+    let e = h
+        .cmd(Command::UpsertStrategy {
+            name: "long".into(),
+            strategy: yaml(&strategy),
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidField, "{e}");
+    assert!(h.engine.run_state("r1").is_none());
+}
+
+#[test]
+fn after_stage_wait_beyond_i64_seconds_in_a_restored_snapshot_never_ends_and_never_panics() {
+    // Validation refuses such waits; a snapshot is not validated. The wait saturates (it does
+    // not wrap to a negative duration or panic).
+    for secs in [i64::MAX as u64, u64::MAX] {
+        let mut h = Harness::fleet(members(&["a1"], "a"), default_catalog());
+        h.create(full_run(
+            "r1",
+            "stages: [{name: s, afterStageWaitInSeconds: 1234, groups: [{name: a}]}]",
+        ));
+        let snapshot = h.engine.snapshot().replace(
+            "\"afterStageWaitInSeconds\":1234",
+            &format!("\"afterStageWaitInSeconds\":{secs}"),
+        );
+        assert!(snapshot.contains(&secs.to_string()));
+        h.engine = Engine::restore(&snapshot).expect("restore");
+        h.start("r1");
+        h.advance_to("00:30");
+        h.succeed("r1/a1");
+        let waits = after_stage_wait_events(&h);
+        assert_eq!(waits.len(), 1, "{secs}");
+        assert_eq!(waits[0].until, Some(Timestamp::MAX_UTC), "{secs}");
+        let st = h.status("r1");
+        assert_eq!(
+            stage(&st, "s")
+                .after_stage_wait_status
+                .wait_duration_in_seconds,
+            secs
+        );
+        h.advance_to("+400d 00:00");
+        assert_eq!(h.state("r1"), State::Running, "{secs}: the wait goes on");
+        h.skip("r1", &["AfterStageWait:s"]).expect("skip the wait");
+        assert_eq!(h.state("r1"), State::Completed, "{secs}");
+    }
+}
+
+#[test]
+fn scheduled_gates_windows_and_freezes_at_the_end_of_time_never_panic() {
+    // One hour before the end of time: the scheduled gate's next Monday 00:00 is beyond it
+    // (saturated), the member's window never opens again, a freeze ends at the last instant.
+    let start = end_of_time_minus(60);
+    let windowed = with_window(member_of("w1", "w"), "02:00");
+    let mut h = harness_at(start, vec![member_of("g1", "g"), windowed]);
+    h.cmd(Command::SetFreezes {
+        freezes: vec![Freeze {
+            name: "forever".into(),
+            start: end_of_time_minus(10),
+            end: Timestamp::MAX_UTC,
+        }],
+    })
+    .expect("freezes");
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  groups:
+  - name: g
+    beforeGates: [{type: ScheduledStart, scheduledStartConfiguration: {startDay: Monday, startTime: "00:00"}}]
+  - name: w
+"#,
+    ));
+    h.start("r1");
+    let st = h.status("r1");
+    let gate = &group(&st, "g").before_gates[0];
+    assert_eq!(gate.status.state, State::Pending);
+    assert_eq!(gate.absolute_start_time, Some(Timestamp::MAX_UTC));
+    let w1 = member(&st, "w1");
+    assert_eq!(w1.status.state, State::Pending, "{w1:?}");
+    let wait = w1.waiting_on.clone().expect("w1 says why");
+    assert_eq!((wait.reason, wait.until), (Reason::MaintenanceWindow, None));
+    // Up to the last instant the freeze holds; at it, the freeze is over and the saturated
+    // gate opens; the window still never opens.
+    h.advance_to_instant(end_of_time_minus(1));
+    assert!(h.take_started().is_empty());
+    h.advance_to_instant(Timestamp::MAX_UTC);
+    assert_eq!(h.take_started(), ["r1/g1"]);
+    assert_eq!(member(&h.status("r1"), "w1").status.state, State::Pending);
+}
+
+#[test]
+fn simulated_fleet_with_upgrade_minutes_u32_max_never_panics() {
+    use waverun_core::sim::SimulatedFleet;
+    let sc = Scenario::from_json(
+        &serde_json::json!({
+            "start": "2026-12-07T00:00:00Z",
+            "members": [
+                {"name": "slow", "region": "eastus", "kubernetesVersion": "1.30.4",
+                 "behavior": {"upgradeMinutes": u32::MAX, "jitterMinutes": u32::MAX}},
+                {"name": "slower", "region": "eastus", "kubernetesVersion": "1.30.4",
+                 "behavior": {"upgradeMinutes": u32::MAX}}
+            ],
+            "releases": {"kubernetes": [
+                {"version": "1.31.2", "available": {"*": "2026-11-01T00:00:00Z"}}]},
+            "run": {"name": "r1", "managedClusterUpdate":
+                {"upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"}}},
+            "actions": [{"at": "2026-12-07T00:00:00Z", "do": "start"}]
+        })
+        .to_string(),
+    )
+    .expect("scenario parses");
+    let op = |member: &str| UpgradeOperation {
+        operation_id: format!("r1/{member}"),
+        run: "r1".into(),
+        member: member.into(),
+        region: "eastus".into(),
+        provider: None,
+        upgrade_type: waverun_core::UpgradeType::Full,
+        kubernetes_version: Some("1.31.2".into()),
+        node_images: Vec::new(),
+    };
+    // From 2026, u32::MAX minutes (about 8,166 years) is still a date.
+    let mut fleet = SimulatedFleet::new(&sc);
+    fleet.submit(&op("slower"), sc.start);
+    assert_eq!(
+        fleet.next_completion(),
+        Some(sc.start + Duration::minutes(i64::from(u32::MAX)))
+    );
+    // Near the end of time, it saturates: the upgrade never completes.
+    let late = end_of_time_minus(1);
+    let mut fleet = SimulatedFleet::new(&sc);
+    fleet.submit(&op("slow"), late);
+    fleet.submit(&op("slower"), late);
+    assert_eq!(fleet.next_completion(), Some(Timestamp::MAX_UTC));
+    assert!(fleet.take_due(late).is_empty());
+    assert_eq!(fleet.take_due(Timestamp::MAX_UTC).len(), 2);
+    // Simulated end to end (if the scenario is accepted): the run is cut at the horizon with
+    // the slow member still in flight.
+    match Simulation::new(&sc) {
+        Ok(mut sim) => {
+            sim.run_to_end();
+            let r = sim.report();
+            assert_eq!(r.summary.state, State::Running);
+            assert_eq!(member(&r.run.status, "slow").status.state, State::Running);
+        }
+        Err(e) => assert_eq!(e.code, ErrorCode::InvalidField, "{e}"),
+    }
+}
+
 // ==================================================================== helpers: clock harness
 
 /// Day 0 of every test: Monday 2026-12-07.
