@@ -1510,7 +1510,10 @@ impl Engine {
                         return;
                     }
                     if stage.groups.iter().any(|g| g.failed) && !stage.failed {
-                        self.fail_stage(name, cur, "a group of the stage failed");
+                        // Not reached: a group's failure stops the run at once (count_failure)
+                        // and the drain fails the stage. Kept as a safety net.
+                        self.fail_stage_for_group(name, cur);
+                        self.halt_for_failure(name);
                         continue;
                     }
                     if stage.failed {
@@ -1804,7 +1807,11 @@ impl Engine {
         loop {
             let run = &self.runs[name];
             let stage = &run.stages[si];
-            if stage.in_flight >= stage.max_concurrency || run.stopping.is_some() || stage.failed {
+            if stage.in_flight >= stage.max_concurrency
+                || !run.active()
+                || run.stopping.is_some()
+                || stage.failed
+            {
                 return;
             }
             // The group with the fewest members in flight gets the slot (ties: strategy order).
@@ -2290,6 +2297,7 @@ impl Engine {
         let stage_name = stage.name.clone();
         let g = &mut stage.groups[gi];
         g.failure_count += 1;
+        let mut group_failed = None;
         if !g.failed
             && !g.user_skipped
             && g.failure_count.saturating_sub(g.accepted_failures) > g.max_allowed_failures
@@ -2306,6 +2314,10 @@ impl Engine {
                 code: ErrorCode::FailureThresholdExceeded.to_string(),
                 message: msg.clone(),
             });
+            group_failed = Some(format!(
+                "group \"{}\" of stage \"{stage_name}\" failed: {msg}",
+                g.name
+            ));
             let mut ev = Event::new(now, EventKind::GroupFailed, name);
             ev.stage = Some(stage_name);
             ev.group = Some(g.name.clone());
@@ -2325,10 +2337,47 @@ impl Engine {
                 stage.max_allowed_failures
             );
             self.fail_stage(name, si, &msg);
+        } else if let Some(why) = group_failed {
+            // A group's threshold stops the whole run at once, like the stage's: nothing new
+            // starts in any group; the stage is Failed when the in-flight upgrades have drained.
+            let run = self.runs.get_mut(name).expect("run");
+            if run.stopping != Some(StopCause::Failure) {
+                run.node.error = Some(StatusError {
+                    code: ErrorCode::FailureThresholdExceeded.to_string(),
+                    message: why,
+                });
+            }
+            self.halt_for_failure(name);
         }
     }
 
+    /// The stage's failure once a group of it failed (its own threshold held): names the first
+    /// failed group of the stage (strategy order) and its error.
+    fn fail_stage_for_group(&mut self, name: &str, si: usize) {
+        let stage = &self.runs[name].stages[si];
+        let why = match stage.groups.iter().find(|g| g.failed) {
+            Some(g) => format!(
+                "group \"{}\" failed: {}",
+                g.name,
+                g.node
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.as_str())
+                    .unwrap_or("its failure threshold was exceeded")
+            ),
+            None => "a group of the stage failed".to_string(),
+        };
+        self.mark_stage_failed(name, si, &why);
+    }
+
+    /// Fails a stage at once (its threshold was exceeded) and stops the run.
     fn fail_stage(&mut self, name: &str, si: usize, why: &str) {
+        self.mark_stage_failed(name, si, why);
+        self.halt_for_failure(name);
+    }
+
+    /// Marks a stage Failed (event, stage and run errors); does not stop the run by itself.
+    fn mark_stage_failed(&mut self, name: &str, si: usize, why: &str) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         let stage = &mut run.stages[si];
@@ -2349,7 +2398,12 @@ impl Engine {
             message: msg,
         });
         self.emit(ev);
-        // No new work anywhere in the run; in-flight upgrades finish, then the run is Failed.
+    }
+
+    /// A threshold was exceeded: no new work anywhere in the run from now on; in-flight
+    /// upgrades finish (the run is Stopping), then the run is Failed (see `finish_stop`).
+    fn halt_for_failure(&mut self, name: &str) {
+        let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         if run.stopping != Some(StopCause::Failure) {
             run.stopping = Some(StopCause::Failure);
@@ -2363,6 +2417,9 @@ impl Engine {
         self.drive(name);
     }
 
+    /// The drain after a stop or a failure is over: the current stage's unfinished groups are
+    /// Stopped; after a failure the stage is Failed (if a group's threshold, not its own, was
+    /// exceeded, it fails now, naming the group), after a stop Stopped; then the run.
     fn finish_stop(&mut self, name: &str, cause: StopCause) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
@@ -2370,8 +2427,10 @@ impl Engine {
             StopCause::User => (State::Stopped, EventKind::RunStopped),
             StopCause::Failure => (State::Failed, EventKind::RunFailed),
         };
+        let cur = run.current;
         let mut events = Vec::new();
-        if let Some(stage) = run.stages.get_mut(run.current) {
+        let mut fail_for_group = false;
+        if let Some(stage) = run.stages.get_mut(cur) {
             for g in &mut stage.groups {
                 if matches!(g.node.state, State::Running | State::Pending) {
                     g.node.state = State::Stopped;
@@ -2382,21 +2441,29 @@ impl Engine {
                 }
             }
             if matches!(stage.node.state, State::Running | State::Pending) {
-                stage.node.state = State::Stopped;
-                let mut ev = Event::new(now, EventKind::StageStopped, name);
-                ev.stage = Some(stage.name.clone());
-                events.push(ev);
+                if cause == StopCause::Failure && stage.groups.iter().any(|g| g.failed) {
+                    fail_for_group = true;
+                } else {
+                    stage.node.state = State::Stopped;
+                    let mut ev = Event::new(now, EventKind::StageStopped, name);
+                    ev.stage = Some(stage.name.clone());
+                    events.push(ev);
+                }
             }
         }
+        for e in events {
+            self.emit(e);
+        }
+        if fail_for_group {
+            self.fail_stage_for_group(name, cur);
+        }
+        let run = self.runs.get_mut(name).expect("run");
         run.node.state = run_state;
         run.node.completed = Some(now);
         run.stopping = None;
         let mut ev = Event::new(now, kind, name);
         ev.error = run.node.error.clone();
-        events.push(ev);
-        for e in events {
-            self.emit(e);
-        }
+        self.emit(ev);
     }
 
     fn create_gate(&mut self, name: &str, loc: GateLoc) {

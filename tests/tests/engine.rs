@@ -465,6 +465,288 @@ stages:
 }
 
 #[test]
+fn after_a_group_fails_no_sibling_group_starts_a_member_enters_its_members_or_creates_a_gate() {
+    // Spec section 5: once a group's threshold is exceeded, no new member upgrade starts anywhere
+    // in the run. Sibling b's upgrades in flight finish; c's before-gate, approved during the
+    // drain, lets nothing start; d, whose members finish during the drain, creates no
+    // after-gate; b, with nothing left and no after-gate, completes. The stage's after-gate and
+    // after-stage wait never start. On resume every group goes on (core/src/lib.rs decisions).
+    let mut fleet = members(&["a1", "a2"], "a");
+    fleet.extend(members(&["b1", "b2"], "b"));
+    fleet.extend(members(&["c1"], "c"));
+    fleet.extend(members(&["d1"], "d"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  afterStageWaitInSeconds: 3600
+  afterGates: [{type: Approval}]
+  groups:
+  - {name: a}
+  - {name: b, maxConcurrency: "2"}
+  - {name: c, beforeGates: [{type: Approval}]}
+  - {name: d, afterGates: [{type: Approval}]}
+"#,
+    ));
+    h.start("r1");
+    h.take();
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1", "r1/d1", "r1/b2"]);
+    let gate = |group: &str, timing| GateSelector {
+        id: None,
+        stage: Some("s".into()),
+        group: Some(group.into()),
+        timing: Some(timing),
+    };
+
+    h.advance_to("00:10");
+    h.fail("r1/a1");
+    h.advance_to("00:15");
+    h.approve("r1", gate("c", GateTiming::Before), "alice")
+        .expect("a Pending gate can still be approved");
+    h.advance_to("00:20");
+    h.succeed("r1/d1");
+    h.advance_to("00:25");
+    h.succeed("r1/b1");
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::Stopping);
+    assert_eq!(group(&st, "a").status.state, State::Failed);
+    for g in ["b", "c", "d"] {
+        assert_eq!(group(&st, g).status.state, State::Running, "{g}");
+    }
+    assert_eq!(stage(&st, "s").status.state, State::Running);
+    h.advance_to("00:30");
+    h.succeed("r1/b2");
+    assert_eq!(
+        h.take(),
+        [
+            "00:10 MemberFailed a1",
+            "00:10 GroupFailed a [FailureThresholdExceeded]",
+            "00:10 RunStopping r1 [FailureThresholdExceeded]",
+            "00:15 GateCompleted r1/group:c/before/0",
+            "00:20 MemberCompleted d1",
+            "00:25 MemberCompleted b1",
+            "00:30 MemberCompleted b2",
+            "00:30 GroupCompleted b",
+            "00:30 GroupStopped c",
+            "00:30 GroupStopped d",
+            "00:30 StageFailed s [FailureThresholdExceeded]",
+            "00:30 RunFailed r1",
+        ]
+    );
+    assert!(h.take_started().is_empty(), "nothing started after 00:10");
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::Failed);
+    let s = stage(&st, "s");
+    assert_eq!(s.status.state, State::Failed);
+    assert_eq!(s.after_gates[0].status.state, State::NotStarted);
+    assert_eq!(s.after_stage_wait_status.status.state, State::NotStarted);
+    assert_eq!(group(&st, "b").status.state, State::Completed);
+    assert_eq!(
+        group(&st, "c").before_gates[0].status.state,
+        State::Completed
+    );
+    assert_eq!(
+        group(&st, "d").after_gates[0].status.state,
+        State::NotStarted
+    );
+    assert_eq!(member(&st, "c1").status.state, State::NotStarted);
+
+    // Resume: the failure is accepted; a and c go on, d creates its after-gate.
+    h.advance_to("01:00");
+    h.start("r1");
+    h.advance_to("01:30");
+    h.succeed("r1/a2");
+    h.succeed("r1/c1");
+    h.approve("r1", gate("d", GateTiming::After), "bob")
+        .expect("d's after-gate");
+    h.approve(
+        "r1",
+        GateSelector {
+            id: None,
+            stage: Some("s".into()),
+            group: None,
+            timing: Some(GateTiming::After),
+        },
+        "bob",
+    )
+    .expect("the stage's after-gate");
+    h.advance_to("02:30");
+    assert_eq!(
+        h.take(),
+        [
+            "01:00 RunResumed r1",
+            "01:00 GateCreated r1/group:d/after/0",
+            "01:00 MemberStarted a2",
+            "01:00 MemberStarted c1",
+            "01:30 MemberCompleted a2",
+            "01:30 GroupCompleted a",
+            "01:30 MemberCompleted c1",
+            "01:30 GroupCompleted c",
+            "01:30 GateCompleted r1/group:d/after/0",
+            "01:30 GroupCompleted d",
+            "01:30 AfterStageWaitStarted s until 02:30",
+            "01:30 GateCreated r1/stage:s/after/0",
+            "01:30 GateCompleted r1/stage:s/after/0",
+            "02:30 AfterStageWaitCompleted s",
+            "02:30 StageCompleted s",
+            "02:30 RunCompleted r1",
+        ]
+    );
+    let st = h.status("r1");
+    assert_eq!(st.failure_count, 1);
+    assert_eq!(group(&st, "a").status.state, State::Completed);
+}
+
+#[test]
+fn pending_member_of_a_sibling_group_does_not_start_when_its_window_opens_after_a_group_failed() {
+    // w1 waits for its window (01:00). a1's failure at 00:30 stops the run; b1 is still in
+    // flight until 02:00. The window opens during the drain and again after the run failed:
+    // w1 never starts, and says it waits on the stop, until a resume.
+    let mut fleet = members(&["a1"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    fleet.push(with_window(member_of("w1", "w"), "01:00"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  groups: [{name: a}, {name: b}, {name: w}]
+"#,
+    ));
+    h.start("r1");
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1"]);
+    assert_eq!(member(&h.status("r1"), "w1").status.state, State::Pending);
+    h.advance_to("00:30");
+    h.fail("r1/a1");
+    h.advance_to("01:30");
+    assert!(h.take_started().is_empty(), "w1's window opened at 01:00");
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::Stopping);
+    let w1 = member(&st, "w1");
+    assert_eq!(w1.status.state, State::NotStarted);
+    assert_eq!(w1.waiting_on.as_ref().map(|w| w.reason), Some(Reason::Stop));
+    h.advance_to("02:00");
+    h.succeed("r1/b1");
+    assert_eq!(h.state("r1"), State::Failed);
+    assert_eq!(group(&h.status("r1"), "w").status.state, State::Stopped);
+    h.advance_to("+1d 02:00");
+    assert!(h.take_started().is_empty(), "nor the next day's opening");
+    h.take();
+    h.start("r1");
+    assert_eq!(
+        h.take_started(),
+        ["r1/w1"],
+        "the window is open at the resume"
+    );
+}
+
+#[test]
+fn groups_after_a_group_that_fails_on_entry_are_not_entered_until_a_resume() {
+    // old is two minors behind (MinorVersionSkip, settled when a's members begin): a fails,
+    // the run stops before b is entered: b shows NotStarted and its before-gate is not created.
+    let mut fleet = vec![member_full(
+        "old",
+        "a",
+        "eastus",
+        "1.29.8",
+        &[("system", "202411.03.0", false)],
+    )];
+    fleet.extend(members(&["b1"], "b"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  groups:
+  - {name: a}
+  - {name: b, beforeGates: [{type: Approval}]}
+"#,
+    ));
+    h.take();
+    h.start("r1");
+    assert_eq!(
+        h.take(),
+        [
+            "00:00 RunStarted r1",
+            "00:00 StageStarted s",
+            "00:00 GroupStarted a",
+            "00:00 MemberFailed old",
+            "00:00 GroupFailed a [FailureThresholdExceeded]",
+            "00:00 StageFailed s [FailureThresholdExceeded]",
+            "00:00 RunFailed r1",
+        ]
+    );
+    let st = h.status("r1");
+    let b = group(&st, "b");
+    assert_eq!(b.status.state, State::NotStarted);
+    assert_eq!(b.before_gates[0].status.state, State::NotStarted);
+    assert_eq!(stage(&st, "s").status.state, State::Failed);
+
+    h.advance_to("01:00");
+    h.start("r1");
+    assert_eq!(
+        h.take(),
+        [
+            "01:00 RunResumed r1",
+            "01:00 GroupCompleted a",
+            "01:00 GroupStarted b",
+            "01:00 GateCreated r1/group:b/before/0",
+        ]
+    );
+}
+
+#[test]
+fn group_failure_while_a_stopped_run_drains_fails_the_run() {
+    // A stop is asked for; while the run drains, a's threshold is exceeded (the stage's, "10",
+    // holds): the run ends Failed, not Stopped, and a resume accepts the failure.
+    let mut fleet = members(&["a1", "a2", "a3"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  groups: [{name: a, maxConcurrency: "2"}, {name: b}]
+"#,
+    ));
+    h.start("r1");
+    h.take();
+    h.advance_to("00:05");
+    h.stop("r1");
+    h.advance_to("00:10");
+    h.fail("r1/a1");
+    h.advance_to("00:30");
+    h.succeed("r1/a2");
+    h.succeed("r1/b1");
+    assert_eq!(
+        h.take(),
+        [
+            "00:05 RunStopping r1 [Stop]",
+            "00:10 MemberFailed a1",
+            "00:10 GroupFailed a [FailureThresholdExceeded]",
+            "00:10 RunStopping r1 [FailureThresholdExceeded]",
+            "00:30 MemberCompleted a2",
+            "00:30 MemberCompleted b1",
+            "00:30 GroupCompleted b",
+            "00:30 StageFailed s [FailureThresholdExceeded]",
+            "00:30 RunFailed r1",
+        ]
+    );
+    h.start("r1");
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1", "r1/a2", "r1/a3"]);
+    assert_eq!(h.state("r1"), State::Running);
+}
+
+#[test]
 fn simulated_fail_fast_run_from_json_scenario_fails_after_the_first_failure() {
     let scenario: Scenario = json(
         r#"{
