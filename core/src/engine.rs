@@ -411,6 +411,95 @@ struct Run {
     member_filter: Option<BTreeSet<String>>,
     pinned_images: bool,
     retry_of: Option<String>,
+    /// Lookups by name and gate id; derived from `stages`, so not part of a snapshot
+    /// ([`Engine::restore`] rebuilds it).
+    #[serde(skip)]
+    index: RunIndex,
+}
+
+/// Lookups into a run's tree, kept in step with it: stage and group names, created gates by id,
+/// Pending gates. Makes finding a gate (approvals) and a skip target O(log n) in the number of
+/// stages and gates, instead of a scan of the whole tree per command.
+#[derive(Clone, Debug, Default)]
+struct RunIndex {
+    /// Stage name → stage indices (one, in a valid strategy), in order.
+    stages: BTreeMap<String, Vec<u32>>,
+    /// Group name → (stage, group) indices (one, in a valid strategy), in order.
+    groups: BTreeMap<String, Vec<(u32, u32)>>,
+    /// Gate id → gate, for every created gate (ids are assigned when a gate is created).
+    gates: BTreeMap<String, GateLoc>,
+    /// Pending gates. `GateLoc`'s order (stage; its own gates before its groups'; Before
+    /// before After; index) is the tree order in which positional lookups report.
+    pending: BTreeSet<GateLoc>,
+    /// The first stage with stage-level gates of any timing, Before, After.
+    first_stage_gate: [Option<u32>; 3],
+}
+
+impl RunIndex {
+    fn build(stages: &[StageRt]) -> RunIndex {
+        let mut ix = RunIndex::default();
+        for (si, s) in stages.iter().enumerate() {
+            let si = si as u32;
+            ix.stages.entry(s.name.clone()).or_default().push(si);
+            for (k, has) in [
+                !s.before_gates.is_empty() || !s.after_gates.is_empty(),
+                !s.before_gates.is_empty(),
+                !s.after_gates.is_empty(),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if has && ix.first_stage_gate[k].is_none() {
+                    ix.first_stage_gate[k] = Some(si);
+                }
+            }
+            for (gi, g) in s.groups.iter().enumerate() {
+                ix.groups
+                    .entry(g.name.clone())
+                    .or_default()
+                    .push((si, gi as u32));
+            }
+            let mut add = |group: Option<u32>, timing: GateTiming, gates: &[GateRt]| {
+                for (i, gate) in gates.iter().enumerate() {
+                    let loc = GateLoc {
+                        stage: si,
+                        group,
+                        timing,
+                        index: i as u32,
+                    };
+                    if let Some(id) = &gate.id {
+                        ix.gates.entry(id.clone()).or_insert_with(|| loc.clone());
+                    }
+                    if gate.state == State::Pending {
+                        ix.pending.insert(loc);
+                    }
+                }
+            };
+            add(None, GateTiming::Before, &s.before_gates);
+            add(None, GateTiming::After, &s.after_gates);
+            for (gi, g) in s.groups.iter().enumerate() {
+                add(Some(gi as u32), GateTiming::Before, &g.before_gates);
+                add(Some(gi as u32), GateTiming::After, &g.after_gates);
+            }
+        }
+        ix
+    }
+
+    /// The first stage (in order) named `name`.
+    fn stage(&self, name: &str) -> Option<usize> {
+        self.stages
+            .get(name)
+            .and_then(|v| v.first())
+            .map(|s| *s as usize)
+    }
+
+    /// The first group (in order) named `name`.
+    fn group(&self, name: &str) -> Option<(usize, usize)> {
+        self.groups
+            .get(name)
+            .and_then(|v| v.first())
+            .map(|(s, g)| (*s as usize, *g as usize))
+    }
 }
 
 impl Run {
@@ -423,6 +512,15 @@ impl Run {
             State::Running | State::Pending | State::Stopping
         )
     }
+}
+
+/// What checking the skip targets of a run not started yet has looked up so far.
+#[derive(Default)]
+struct SkipNames<'a> {
+    /// The members the run would take if started now (None: the preview failed).
+    members: Option<Option<BTreeSet<String>>>,
+    stages: Option<BTreeSet<&'a str>>,
+    groups: Option<BTreeSet<&'a str>>,
 }
 
 /// The update-run engine. See the crate docs for the run loop.
@@ -571,6 +669,9 @@ impl Engine {
         let mut e: Engine = serde_json::from_str(snapshot)
             .map_err(|err| Error::new(ErrorCode::InvalidSnapshot, format!("snapshot: {err}")))?;
         e.catalog.ensure_index();
+        for run in e.runs.values_mut() {
+            run.index = RunIndex::build(&run.stages);
+        }
         Ok(e)
     }
 
@@ -875,6 +976,7 @@ impl Engine {
             member_filter,
             pinned_images: pinned,
             retry_of,
+            index: RunIndex::default(),
         };
         self.runs.insert(name.clone(), run);
         self.emit(Event::new(self.now, EventKind::RunCreated, &name));
@@ -1103,8 +1205,9 @@ impl Engine {
         let run = self.get_run(name)?;
         match run.node.state {
             State::NotStarted => {
+                let mut known = SkipNames::default();
                 for t in targets {
-                    self.check_skip_before_start(run, t)?;
+                    self.check_skip_before_start(run, t, &mut known)?;
                 }
                 let run = self.runs.get_mut(name).expect("checked");
                 run.pending_skips.extend(targets.iter().cloned());
@@ -1130,25 +1233,47 @@ impl Engine {
         Ok(())
     }
 
-    fn check_skip_before_start(&self, run: &Run, t: &SkipTarget) -> Result<(), Error> {
+    /// Checks a skip target of a run not started yet; `known` holds what earlier targets of the
+    /// same command needed (the previewed member set, the strategy's names), so a command with
+    /// many targets costs one preview, not one per target.
+    fn check_skip_before_start<'a>(
+        &self,
+        run: &'a Run,
+        t: &SkipTarget,
+        known: &mut SkipNames<'a>,
+    ) -> Result<(), Error> {
         let s = &run.strategy;
-        let ok =
-            match t {
-                SkipTarget::Member(n) => {
-                    // Checked against the run's selection as it would be if started now.
+        let ok = match t {
+            SkipTarget::Member(n) => {
+                // Checked against the run's selection as it would be if started now.
+                let members = known.members.get_or_insert_with(|| {
                     let mut preview = run.clone();
-                    match self.build_tree(&mut preview, self.now) {
-                        Ok(()) => preview.member_index.contains_key(n),
-                        Err(_) => self.members.contains_key(n),
+                    self.build_tree(&mut preview, self.now)
+                        .ok()
+                        .map(|()| preview.member_index.into_keys().collect())
+                });
+                match members {
+                    Some(m) => m.contains(n),
+                    None => self.members.contains_key(n),
+                }
+            }
+            SkipTarget::Stage(n) | SkipTarget::AfterStageWait(n) => known
+                .stages
+                .get_or_insert_with(|| s.stages.iter().map(|st| st.name.as_str()).collect())
+                .contains(n.as_str()),
+            SkipTarget::Group(n) => known
+                .groups
+                .get_or_insert_with(|| {
+                    let mut names = BTreeSet::new();
+                    for (si, st) in s.stages.iter().enumerate() {
+                        for gi in 0..st.groups.len().max(1) {
+                            names.insert(group_name(s, si, gi));
+                        }
                     }
-                }
-                SkipTarget::Stage(n) | SkipTarget::AfterStageWait(n) => {
-                    s.stages.iter().any(|st| &st.name == n)
-                }
-                SkipTarget::Group(n) => s.stages.iter().enumerate().any(|(si, st)| {
-                    (0..st.groups.len().max(1)).any(|gi| group_name(s, si, gi) == n)
-                }),
-            };
+                    names
+                })
+                .contains(n.as_str()),
+        };
         if ok {
             Ok(())
         } else {
@@ -1299,6 +1424,7 @@ impl Engine {
                 groups,
             });
         }
+        run.index = RunIndex::build(&stages);
         run.stages = stages;
         run.member_index = index;
         Ok(())
@@ -1384,7 +1510,10 @@ impl Engine {
                         return;
                     }
                     if stage.groups.iter().any(|g| g.failed) && !stage.failed {
-                        self.fail_stage(name, cur, "a group of the stage failed");
+                        // Not reached: a group's failure stops the run at once (count_failure)
+                        // and the drain fails the stage. Kept as a safety net.
+                        self.fail_stage_for_group(name, cur);
+                        self.halt_for_failure(name);
                         continue;
                     }
                     if stage.failed {
@@ -1402,7 +1531,7 @@ impl Engine {
                     let n = stage.after_gates.len();
                     let secs = stage.wait_seconds;
                     if secs > 0 && stage.wait.state == State::NotStarted {
-                        let until = now + chrono::Duration::seconds(secs as i64);
+                        let until = add_seconds(now, secs);
                         stage.wait.state = State::Running;
                         stage.wait.start = Some(now);
                         stage.wait_until = Some(until);
@@ -1678,7 +1807,11 @@ impl Engine {
         loop {
             let run = &self.runs[name];
             let stage = &run.stages[si];
-            if stage.in_flight >= stage.max_concurrency || run.stopping.is_some() || stage.failed {
+            if stage.in_flight >= stage.max_concurrency
+                || !run.active()
+                || run.stopping.is_some()
+                || stage.failed
+            {
                 return;
             }
             // The group with the fewest members in flight gets the slot (ties: strategy order).
@@ -2164,22 +2297,27 @@ impl Engine {
         let stage_name = stage.name.clone();
         let g = &mut stage.groups[gi];
         g.failure_count += 1;
+        let mut group_failed = None;
         if !g.failed
             && !g.user_skipped
-            && g.failure_count - g.accepted_failures > g.max_allowed_failures
+            && g.failure_count.saturating_sub(g.accepted_failures) > g.max_allowed_failures
         {
             g.failed = true;
             g.node.state = State::Failed;
             g.node.completed = Some(now);
             let msg = format!(
                 "{} failures exceed maxAllowedFailures {}",
-                g.failure_count - g.accepted_failures,
+                g.failure_count.saturating_sub(g.accepted_failures),
                 g.max_allowed_failures
             );
             g.node.error = Some(StatusError {
                 code: ErrorCode::FailureThresholdExceeded.to_string(),
                 message: msg.clone(),
             });
+            group_failed = Some(format!(
+                "group \"{}\" of stage \"{stage_name}\" failed: {msg}",
+                g.name
+            ));
             let mut ev = Event::new(now, EventKind::GroupFailed, name);
             ev.stage = Some(stage_name);
             ev.group = Some(g.name.clone());
@@ -2190,18 +2328,56 @@ impl Engine {
         let stage = &self.runs[name].stages[si];
         if !stage.failed
             && !stage.user_skipped
-            && stage.failure_count - stage.accepted_failures > stage.max_allowed_failures
+            && stage.failure_count.saturating_sub(stage.accepted_failures)
+                > stage.max_allowed_failures
         {
             let msg = format!(
                 "{} failures exceed maxAllowedFailures {}",
-                stage.failure_count - stage.accepted_failures,
+                stage.failure_count.saturating_sub(stage.accepted_failures),
                 stage.max_allowed_failures
             );
             self.fail_stage(name, si, &msg);
+        } else if let Some(why) = group_failed {
+            // A group's threshold stops the whole run at once, like the stage's: nothing new
+            // starts in any group; the stage is Failed when the in-flight upgrades have drained.
+            let run = self.runs.get_mut(name).expect("run");
+            if run.stopping != Some(StopCause::Failure) {
+                run.node.error = Some(StatusError {
+                    code: ErrorCode::FailureThresholdExceeded.to_string(),
+                    message: why,
+                });
+            }
+            self.halt_for_failure(name);
         }
     }
 
+    /// The stage's failure once a group of it failed (its own threshold held): names the first
+    /// failed group of the stage (strategy order) and its error.
+    fn fail_stage_for_group(&mut self, name: &str, si: usize) {
+        let stage = &self.runs[name].stages[si];
+        let why = match stage.groups.iter().find(|g| g.failed) {
+            Some(g) => format!(
+                "group \"{}\" failed: {}",
+                g.name,
+                g.node
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.as_str())
+                    .unwrap_or("its failure threshold was exceeded")
+            ),
+            None => "a group of the stage failed".to_string(),
+        };
+        self.mark_stage_failed(name, si, &why);
+    }
+
+    /// Fails a stage at once (its threshold was exceeded) and stops the run.
     fn fail_stage(&mut self, name: &str, si: usize, why: &str) {
+        self.mark_stage_failed(name, si, why);
+        self.halt_for_failure(name);
+    }
+
+    /// Marks a stage Failed (event, stage and run errors); does not stop the run by itself.
+    fn mark_stage_failed(&mut self, name: &str, si: usize, why: &str) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         let stage = &mut run.stages[si];
@@ -2222,7 +2398,12 @@ impl Engine {
             message: msg,
         });
         self.emit(ev);
-        // No new work anywhere in the run; in-flight upgrades finish, then the run is Failed.
+    }
+
+    /// A threshold was exceeded: no new work anywhere in the run from now on; in-flight
+    /// upgrades finish (the run is Stopping), then the run is Failed (see `finish_stop`).
+    fn halt_for_failure(&mut self, name: &str) {
+        let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         if run.stopping != Some(StopCause::Failure) {
             run.stopping = Some(StopCause::Failure);
@@ -2236,6 +2417,9 @@ impl Engine {
         self.drive(name);
     }
 
+    /// The drain after a stop or a failure is over: the current stage's unfinished groups are
+    /// Stopped; after a failure the stage is Failed (if a group's threshold, not its own, was
+    /// exceeded, it fails now, naming the group), after a stop Stopped; then the run.
     fn finish_stop(&mut self, name: &str, cause: StopCause) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
@@ -2243,8 +2427,10 @@ impl Engine {
             StopCause::User => (State::Stopped, EventKind::RunStopped),
             StopCause::Failure => (State::Failed, EventKind::RunFailed),
         };
+        let cur = run.current;
         let mut events = Vec::new();
-        if let Some(stage) = run.stages.get_mut(run.current) {
+        let mut fail_for_group = false;
+        if let Some(stage) = run.stages.get_mut(cur) {
             for g in &mut stage.groups {
                 if matches!(g.node.state, State::Running | State::Pending) {
                     g.node.state = State::Stopped;
@@ -2255,21 +2441,29 @@ impl Engine {
                 }
             }
             if matches!(stage.node.state, State::Running | State::Pending) {
-                stage.node.state = State::Stopped;
-                let mut ev = Event::new(now, EventKind::StageStopped, name);
-                ev.stage = Some(stage.name.clone());
-                events.push(ev);
+                if cause == StopCause::Failure && stage.groups.iter().any(|g| g.failed) {
+                    fail_for_group = true;
+                } else {
+                    stage.node.state = State::Stopped;
+                    let mut ev = Event::new(now, EventKind::StageStopped, name);
+                    ev.stage = Some(stage.name.clone());
+                    events.push(ev);
+                }
             }
         }
+        for e in events {
+            self.emit(e);
+        }
+        if fail_for_group {
+            self.fail_stage_for_group(name, cur);
+        }
+        let run = self.runs.get_mut(name).expect("run");
         run.node.state = run_state;
         run.node.completed = Some(now);
         run.stopping = None;
         let mut ev = Event::new(now, kind, name);
         ev.error = run.node.error.clone();
-        events.push(ev);
-        for e in events {
-            self.emit(e);
-        }
+        self.emit(ev);
     }
 
     fn create_gate(&mut self, name: &str, loc: GateLoc) {
@@ -2293,13 +2487,19 @@ impl Engine {
             },
             loc.index
         );
-        let gate = gate_mut(run, &loc);
+        let gate = gate_mut(&mut run.stages, &loc);
         if gate.state != State::NotStarted {
             return;
         }
         gate.id = Some(id.clone());
         gate.state = State::Pending;
         gate.created = Some(now);
+        run.index
+            .gates
+            .entry(id.clone())
+            .or_insert_with(|| loc.clone());
+        run.index.pending.insert(loc.clone());
+        let gate = gate_mut(&mut run.stages, &loc);
         let mut ev = Event::new(now, EventKind::GateCreated, name);
         ev.stage = Some(stage_name);
         ev.group = group_name;
@@ -2349,7 +2549,8 @@ impl Engine {
                 .name
                 .clone()
         });
-        let gate = gate_mut(run, loc);
+        run.index.pending.remove(loc);
+        let gate = gate_mut(&mut run.stages, loc);
         gate.state = State::Completed;
         gate.completed = Some(now);
         gate.by = by.clone();
@@ -2506,7 +2707,7 @@ impl Engine {
                 self.fill_stage(name, si);
             }
             SkipTarget::Stage(n) => {
-                let Some(si) = run.stages.iter().position(|s| &s.name == n) else {
+                let Some(si) = run.index.stage(n) else {
                     return;
                 };
                 for gi in 0..run.stages[si].groups.len() {
@@ -2515,7 +2716,7 @@ impl Engine {
                 self.skip_stage_rest(name, si, true);
             }
             SkipTarget::AfterStageWait(n) => {
-                let Some(stage) = run.stages.iter_mut().find(|s| &s.name == n) else {
+                let Some(stage) = run.index.stage(n).map(|si| &mut run.stages[si]) else {
                     return;
                 };
                 if matches!(stage.wait.state, State::Completed | State::Skipped) {
@@ -2535,8 +2736,10 @@ impl Engine {
         let now = self.now;
         let Engine { runs, outputs, .. } = self;
         let run = runs.get_mut(name).expect("run");
-        let stage_name = run.stages[si].name.clone();
-        let g = &mut run.stages[si].groups[gi];
+        let Run { stages, index, .. } = run;
+        let pending = &mut index.pending;
+        let stage_name = stages[si].name.clone();
+        let g = &mut stages[si].groups[gi];
         if matches!(g.node.state, State::Completed | State::Skipped) || g.user_skipped {
             return;
         }
@@ -2571,8 +2774,18 @@ impl Engine {
             (GateTiming::Before, &mut g.before_gates),
             (GateTiming::After, &mut g.after_gates),
         ] {
-            for gate in gates.iter_mut() {
-                skip_gate(gate, now, name, &stage_name, Some(&g.name), timing, outputs);
+            for (i, gate) in gates.iter_mut().enumerate() {
+                let at = GateLoc {
+                    stage: si as u32,
+                    group: Some(gi as u32),
+                    timing,
+                    index: i as u32,
+                };
+                let ev = skip_gate(gate, now, name, &stage_name, Some(&g.name), timing);
+                if let Some(ev) = ev {
+                    pending.remove(&at);
+                    outputs.push_back(Output::Event(ev));
+                }
             }
         }
         g.phase = Phase::Done;
@@ -2590,7 +2803,8 @@ impl Engine {
         let now = self.now;
         let Engine { runs, outputs, .. } = self;
         let run = runs.get_mut(name).expect("run");
-        let stage = &mut run.stages[si];
+        let Run { stages, index, .. } = run;
+        let stage = &mut stages[si];
         if matches!(stage.node.state, State::Completed | State::Skipped) {
             return;
         }
@@ -2602,8 +2816,17 @@ impl Engine {
             (GateTiming::Before, &mut stage.before_gates),
             (GateTiming::After, &mut stage.after_gates),
         ] {
-            for gate in gates.iter_mut() {
-                skip_gate(gate, now, name, &sname, None, timing, outputs);
+            for (i, gate) in gates.iter_mut().enumerate() {
+                let at = GateLoc {
+                    stage: si as u32,
+                    group: None,
+                    timing,
+                    index: i as u32,
+                };
+                if let Some(ev) = skip_gate(gate, now, name, &sname, None, timing) {
+                    index.pending.remove(&at);
+                    outputs.push_back(Output::Event(ev));
+                }
             }
         }
         if !matches!(stage.wait.state, State::Completed | State::Skipped) {
@@ -2849,6 +3072,16 @@ impl Engine {
     }
 }
 
+/// `t + secs`, saturating at the last representable instant: an after-stage wait too long to
+/// end within the calendar ends never (a user can still skip it); it never panics.
+fn add_seconds(t: Timestamp, secs: u64) -> Timestamp {
+    i64::try_from(secs)
+        .ok()
+        .and_then(chrono::TimeDelta::try_seconds)
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(Timestamp::MAX_UTC)
+}
+
 fn settle_skip(m: &mut MemberRt, now: Timestamp, reason: SkipReason, message: String) {
     m.node.state = State::Skipped;
     m.node.completed = Some(now);
@@ -2885,6 +3118,7 @@ fn member_event(
     ev
 }
 
+/// Skips a gate not yet passed; the `GateSkipped` event if it was Pending (it was created).
 fn skip_gate(
     gate: &mut GateRt,
     now: Timestamp,
@@ -2892,23 +3126,22 @@ fn skip_gate(
     stage: &str,
     group: Option<&str>,
     timing: GateTiming,
-    outputs: &mut VecDeque<Output>,
-) {
+) -> Option<Event> {
     if gate.done() {
-        return;
+        return None;
     }
     let was_pending = gate.state == State::Pending;
     gate.state = State::Skipped;
     gate.completed = Some(now);
-    if was_pending {
+    was_pending.then(|| {
         let mut ev = Event::new(now, EventKind::GateSkipped, run);
         ev.stage = Some(stage.to_string());
         ev.group = group.map(str::to_string);
         ev.gate_type = Some(gate.config.gate_type);
         ev.timing = Some(timing);
         ev.gate_id = gate.id.clone();
-        outputs.push_back(Output::Event(ev));
-    }
+        ev
+    })
 }
 
 fn pending_gate_wait(gates: &[GateRt]) -> Option<WaitingOn> {
@@ -2952,8 +3185,8 @@ fn gate_views(gates: &[GateRt], timing: GateTiming) -> Vec<GateStatus> {
         .collect()
 }
 
-fn gate_mut<'a>(run: &'a mut Run, loc: &GateLoc) -> &'a mut GateRt {
-    let stage = &mut run.stages[loc.stage as usize];
+fn gate_mut<'a>(stages: &'a mut [StageRt], loc: &GateLoc) -> &'a mut GateRt {
+    let stage = &mut stages[loc.stage as usize];
     let list = match (loc.group, loc.timing) {
         (None, GateTiming::Before) => &mut stage.before_gates,
         (None, GateTiming::After) => &mut stage.after_gates,
@@ -2975,64 +3208,88 @@ fn gate_ref<'a>(run: &'a Run, loc: &GateLoc) -> Option<&'a GateRt> {
 }
 
 fn find_group(run: &Run, name: &str) -> Option<(usize, usize)> {
-    run.stages.iter().enumerate().find_map(|(si, s)| {
-        s.groups
-            .iter()
-            .position(|g| g.name == name)
-            .map(|gi| (si, gi))
-    })
+    run.index.group(name)
 }
 
-fn find_gate(run: &Run, sel: &GateSelector) -> Result<GateLoc, Error> {
-    let mut all = Vec::new();
-    for (si, s) in run.stages.iter().enumerate() {
-        for (timing, gates) in [
-            (GateTiming::Before, &s.before_gates),
-            (GateTiming::After, &s.after_gates),
-        ] {
-            for (i, _) in gates.iter().enumerate() {
-                all.push(GateLoc {
-                    stage: si as u32,
-                    group: None,
-                    timing,
-                    index: i as u32,
-                });
-            }
+/// Whether the gate at `loc` is at the position `sel` names (stage, group, timing; any where
+/// left out, except that no group means a stage's own gate).
+fn at_position(run: &Run, loc: &GateLoc, sel: &GateSelector) -> bool {
+    let s = &run.stages[loc.stage as usize];
+    sel.stage.as_ref().is_none_or(|n| &s.name == n)
+        && match (&sel.group, loc.group) {
+            (Some(n), Some(g)) => &s.groups[g as usize].name == n,
+            (None, None) => true,
+            _ => false,
         }
-        for (gi, g) in s.groups.iter().enumerate() {
-            for (timing, gates) in [
-                (GateTiming::Before, &g.before_gates),
-                (GateTiming::After, &g.after_gates),
-            ] {
-                for (i, _) in gates.iter().enumerate() {
-                    all.push(GateLoc {
-                        stage: si as u32,
-                        group: Some(gi as u32),
-                        timing,
-                        index: i as u32,
-                    });
-                }
-            }
-        }
-    }
-    let matching: Vec<GateLoc> = all
+        && sel.timing.is_none_or(|t| t == loc.timing)
+}
+
+/// The first gate (in tree order) of stage `si`'s own gates (`group` None) or of group `group`,
+/// with timing `timing` (any if None).
+fn first_gate_in(
+    run: &Run,
+    si: usize,
+    group: Option<usize>,
+    timing: Option<GateTiming>,
+) -> Option<GateLoc> {
+    let s = &run.stages[si];
+    let (before, after) = match group {
+        None => (&s.before_gates, &s.after_gates),
+        Some(gi) => (&s.groups[gi].before_gates, &s.groups[gi].after_gates),
+    };
+    [(GateTiming::Before, before), (GateTiming::After, after)]
         .into_iter()
-        .filter(|loc| {
-            let gate = gate_ref(run, loc).expect("exists");
-            if let Some(id) = &sel.id {
-                return gate.id.as_deref() == Some(id.as_str());
-            }
-            let s = &run.stages[loc.stage as usize];
-            sel.stage.as_ref().is_none_or(|n| &s.name == n)
-                && match (&sel.group, loc.group) {
-                    (Some(n), Some(g)) => &s.groups[g as usize].name == n,
-                    (None, None) => true,
-                    _ => false,
-                }
-                && sel.timing.is_none_or(|t| t == loc.timing)
+        .find(|(t, gates)| timing.is_none_or(|x| x == *t) && !gates.is_empty())
+        .map(|(t, _)| GateLoc {
+            stage: si as u32,
+            group: group.map(|g| g as u32),
+            timing: t,
+            index: 0,
         })
-        .collect();
-    if matching.is_empty() {
+}
+
+/// The gate `sel` names: by id, or at a position, preferring a Pending gate there, otherwise
+/// the first there (its state explains a refusal). O(log n) in the run's stages and gates.
+fn find_gate(run: &Run, sel: &GateSelector) -> Result<GateLoc, Error> {
+    let found = match &sel.id {
+        Some(id) => run.index.gates.get(id).cloned(),
+        None => {
+            // Pending gates are those of the stage the run is at, so this scan is short.
+            let pending = run
+                .index
+                .pending
+                .iter()
+                .find(|loc| at_position(run, loc, sel))
+                .cloned();
+            pending.or_else(|| match (&sel.stage, &sel.group) {
+                (stage, Some(g)) => run.index.groups.get(g).and_then(|v| {
+                    v.iter()
+                        .filter(|(si, _)| {
+                            stage
+                                .as_ref()
+                                .is_none_or(|n| &run.stages[*si as usize].name == n)
+                        })
+                        .find_map(|(si, gi)| {
+                            first_gate_in(run, *si as usize, Some(*gi as usize), sel.timing)
+                        })
+                }),
+                (Some(n), None) => run.index.stages.get(n).and_then(|v| {
+                    v.iter()
+                        .find_map(|si| first_gate_in(run, *si as usize, None, sel.timing))
+                }),
+                (None, None) => {
+                    let k = match sel.timing {
+                        None => 0,
+                        Some(GateTiming::Before) => 1,
+                        Some(GateTiming::After) => 2,
+                    };
+                    run.index.first_stage_gate[k]
+                        .and_then(|si| first_gate_in(run, si as usize, None, sel.timing))
+                }
+            })
+        }
+    };
+    let Some(loc) = found else {
         let what = match (&sel.id, &sel.stage, &sel.group, sel.timing) {
             (Some(id), ..) => format!("id \"{id}\""),
             (None, s, g, t) => format!(
@@ -3053,13 +3310,8 @@ fn find_gate(run: &Run, sel: &GateSelector) -> Result<GateLoc, Error> {
             ErrorCode::NotFound,
             format!("run \"{}\" has no gate at {what}{hint}", run.spec.name),
         ));
-    }
-    // Prefer a Pending gate; otherwise report the first (its state explains the refusal).
-    Ok(matching
-        .iter()
-        .find(|l| gate_ref(run, l).is_some_and(|g| g.state == State::Pending))
-        .unwrap_or(&matching[0])
-        .clone())
+    };
+    Ok(loc)
 }
 
 fn describe_gate(run: &Run, loc: &GateLoc) -> String {
@@ -3107,7 +3359,7 @@ fn check_skip(run: &Run, t: &SkipTarget) -> Result<(), Error> {
             Ok(())
         }
         SkipTarget::Stage(n) => {
-            let Some(s) = run.stages.iter().find(|s| &s.name == n) else {
+            let Some(s) = run.index.stage(n).map(|si| &run.stages[si]) else {
                 return Err(Error::new(
                     ErrorCode::NotFound,
                     format!("skip target {t}: stage \"{n}\" is not in run \"{rn}\""),
@@ -3122,7 +3374,7 @@ fn check_skip(run: &Run, t: &SkipTarget) -> Result<(), Error> {
             Ok(())
         }
         SkipTarget::AfterStageWait(n) => {
-            let Some(s) = run.stages.iter().find(|s| &s.name == n) else {
+            let Some(s) = run.index.stage(n).map(|si| &run.stages[si]) else {
                 return Err(Error::new(
                     ErrorCode::NotFound,
                     format!("skip target {t}: stage \"{n}\" is not in run \"{rn}\""),

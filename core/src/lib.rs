@@ -81,13 +81,25 @@
 //!   before-gates), without a slot; `Latest` images are re-evaluated when a member starts.
 //! - A group whose every member is Skipped (including an empty group) is Skipped and its
 //!   after-gates are skipped; a stage whose groups are all Skipped is Skipped likewise.
-//! - A group that exceeds its threshold fails at once and starts nothing more; other groups go
-//!   on until the stage's own threshold is exceeded or the stage's groups are all done, and the
-//!   stage then fails because a group failed. A failed stage fails the run after in-flight
-//!   upgrades drain (the run is `Stopping` meanwhile).
+//! - The moment any failure threshold is exceeded, a group's or the stage's, that group (or
+//!   stage) is `Failed` and nothing new starts anywhere in the run until a resume: no member
+//!   upgrade in any group (members whose window opens, release arrives, lease frees or freeze
+//!   ends meanwhile stay queued, waiting on the stop), no group entered, no gate created, no
+//!   after-stage wait. A Pending gate can still be approved (or open on schedule) but lets
+//!   nothing start. Upgrades in flight in every group finish while the run is `Stopping`, and
+//!   their failures count: a sibling group or the stage may still fail by its own threshold
+//!   meanwhile. When the drain is over the stage is `Failed` (with its own threshold's error if
+//!   that was exceeded, else naming the group that failed), then the run, both with
+//!   `FailureThresholdExceeded`. A threshold exceeded while a stopped run drains makes it
+//!   `Failed`, not `Stopped`.
+//! - While the run drains, sibling groups keep their state (`Running` with upgrades in flight).
+//!   At the end, one whose members all finished and that has no after-gates is `Completed`;
+//!   one with members left, a before-gate not passed or after-gates (created on resume) is
+//!   `Stopped`; one never entered stays `NotStarted`.
 //! - Resuming a `Failed` run accepts the failures so far: thresholds count failures after the
 //!   resume; `failureCount` keeps the total.
-//! - A stopped run's active stage and groups show `Stopped`; they return to Running on resume.
+//! - A stopped run's active stage and unfinished groups show `Stopped` (a failed run's stage
+//!   shows `Failed`); they return to Running on resume.
 //! - Skipping a group or stage with members in flight is allowed: the others are skipped and the
 //!   in-flight ones finish (the stage does not move on before they do). Skipping a member in
 //!   flight is refused. Skips sent before a run starts are applied when it starts.

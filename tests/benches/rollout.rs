@@ -12,12 +12,16 @@
 //! - (b) the latency of every engine input (`Engine::handle_input` + draining its outputs) over
 //!   the same rollout, driven directly the way the simulator drives the engine;
 //! - (c) the same rollout at 1,000, 10,000 and 20,000 members (per-event cost must stay flat);
-//! - (d) `plan` of 10,000 members against 1,000 label-selector groups.
+//! - (d) `plan` of 10,000 members against 1,000 label-selector groups;
+//! - (e) 10,000 stages of one member each with two auto-approved Approval gates per stage (one
+//!   before, one after), against the same stages without gates: what grows with the number of
+//!   stages and gates (gate lookup and creation, status and plan building) shows here.
 //!
 //! Peak RSS per section is read from `/proc/self/status` (VmHWM, reset through
 //! `/proc/self/clear_refs` before each section; "n/a" where that is not available).
 //!
-//! Targets (issue): rollout ≤ 1 s, per-event p50 ≤ 5 µs, plan ≤ 50 ms. This binary only
+//! Targets (issue): rollout ≤ 1 s, per-event p50 ≤ 5 µs, plan ≤ 50 ms, 10,000 gated stages ≤ 1 s.
+//! This binary only
 //! reports; it asserts correctness (every member Completed, driver and simulator agree), never
 //! timings.
 
@@ -29,7 +33,7 @@ use waverun_core::{
     Command, Engine, EventKind, GateSelector, GateType, HostCommand, Input, Member, Output, State,
     Timestamp,
 };
-use waverun_tests::bench_scenario::{scenario, selector, Grouping, Shape};
+use waverun_tests::bench_scenario::{gated_stages, scenario, selector, Grouping, Shape};
 
 // ------------------------------------------------------------------ measurements
 
@@ -487,20 +491,81 @@ fn section_plan(cfg: &Config, shape: Shape) {
     println!("  {:<50} {:>14}", "peak RSS", rss(reset));
 }
 
-const SECTIONS: [&str; 3] = ["rollout", "scaling", "plan"];
+fn section_gates(cfg: &Config, stages: usize) {
+    println!(
+        "\n(e) {stages} stages x 1 group x 1 member, two auto-approved Approval gates per stage \
+         (one before, one after) vs none (median of runs)"
+    );
+    println!(
+        "  {:<28} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>17}",
+        "case",
+        "runs",
+        "events",
+        "total",
+        "setup",
+        "run_to_end",
+        "report",
+        "run/event",
+        "plan",
+        "peak RSS"
+    );
+    for gates in [2, 0] {
+        let sc = gated_stages(stages, gates);
+        let reset = start_rss();
+        let reps = if cfg.quick { 1 } else { cfg.reps.min(5) };
+        if !cfg.quick {
+            black_box(simulate_timed(&sc));
+        }
+        let runs: Vec<SimTiming> = (0..reps).map(|_| simulate_timed(&sc)).collect();
+        assert_eq!(runs[0].completed as usize, stages, "every member Completed");
+        // The plan preview of the same run through the engine.
+        let mut engine = Engine::new(sc.start);
+        for (_, cmd) in sc.setup_commands() {
+            engine
+                .handle_input(sc.start, Input::Command(cmd))
+                .expect("setup");
+        }
+        let plan = median(
+            (0..reps)
+                .map(|_| {
+                    let t = Instant::now();
+                    black_box(engine.plan(&sc.run.name).expect("plan"));
+                    t.elapsed()
+                })
+                .collect(),
+        );
+        let run = median(runs.iter().map(|r| r.run).collect());
+        let events = runs[0].events;
+        println!(
+            "  {:<28} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>17}",
+            format!("{gates} gates per stage"),
+            reps,
+            events,
+            ms(median(runs.iter().map(SimTiming::total).collect())),
+            ms(median(runs.iter().map(|r| r.setup).collect())),
+            ms(run),
+            ms(median(runs.iter().map(|r| r.report).collect())),
+            us(run.as_nanos() as f64 / events as f64),
+            ms(plan),
+            rss(reset)
+        );
+    }
+}
+
+const SECTIONS: [&str; 4] = ["rollout", "scaling", "plan", "gates"];
 
 fn main() {
     // `cargo bench` passes `--bench`; unknown arguments are ignored.
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only=rollout|scaling|plan` runs one section (for profiling).
+    // `--only=rollout|scaling|plan|gates` runs one section (for profiling).
     let only = args
         .iter()
         .find_map(|a| a.strip_prefix("--only=").map(str::to_string));
     if let Some(o) = &only {
         assert!(
             SECTIONS.contains(&o.as_str()),
-            "--only=rollout|scaling|plan"
+            "--only=rollout|scaling|plan|gates"
         );
     }
     let want = |s: &str| only.as_deref().is_none_or(|o| o == s);
@@ -534,9 +599,9 @@ fn main() {
     if only.is_none() && !child {
         let exe = std::env::current_exe().expect("own path");
         for section in SECTIONS {
-            let forwarded = args[1..]
-                .iter()
-                .filter(|a| *a == "--quick" || a.starts_with("--shape="));
+            let forwarded = args[1..].iter().filter(|a| {
+                *a == "--quick" || a.starts_with("--shape=") || a.starts_with("--gated-stages=")
+            });
             let status = std::process::Command::new(&exe)
                 .arg(format!("--only={section}"))
                 .arg("--child")
@@ -546,7 +611,8 @@ fn main() {
             assert!(status.success(), "section {section} failed: {status}");
         }
         println!(
-            "\ntargets: rollout <= 1 s, per-event p50 <= 5 µs, plan <= 50 ms (10,000 members)"
+            "\ntargets: rollout <= 1 s, per-event p50 <= 5 µs, plan <= 50 ms (10,000 members), \
+             10,000 gated stages <= 1 s"
         );
         return;
     }
@@ -588,5 +654,14 @@ fn main() {
     }
     if want("plan") {
         section_plan(&cfg, plan);
+    }
+    if want("gates") {
+        // `--gated-stages=N` replaces the (e) stage count (e.g. to check that it scales linearly).
+        let stages = match args.iter().find_map(|a| a.strip_prefix("--gated-stages=")) {
+            Some(n) => n.parse().expect("--gated-stages=N"),
+            None if quick => 500,
+            None => 10_000,
+        };
+        section_gates(&cfg, stages);
     }
 }

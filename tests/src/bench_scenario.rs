@@ -147,3 +147,70 @@ impl Shape {
         per_group: 10,
     };
 }
+
+/// Many small stages: `stages` stages of one group of one member (`m000000..` in `g000000..`),
+/// each stage with `gates` auto-approved Approval gates, alternately before and after it (two
+/// gates: one before, one after). Full upgrade 1.30.4 → 1.31.2 with `Latest` images; upgrades
+/// take 10 min, no jitter, so up to 50,000 stages end within the default horizon of 366 days.
+/// Costs that grow with the number of stages or gates (not with a stage's size) show here.
+pub fn gated_stages(stages: usize, gates: usize) -> Scenario {
+    let members: Vec<ScenarioMember> = (0..stages)
+        .map(|i| ScenarioMember {
+            name: format!("m{i:06}"),
+            group: Some(format!("g{i:06}")),
+            labels: BTreeMap::new(),
+            region: REGIONS[i % REGIONS.len()].to_string(),
+            kubernetes_version: "1.30.4".to_string(),
+            node_pools: vec![NodePool {
+                name: "system".to_string(),
+                os_type: OsType::Linux,
+                image_version: "AKSUbuntu-2204gen2containerd-202411.03.0".to_string(),
+                from_snapshot: false,
+            }],
+            maintenance: Maintenance::default(),
+            long_term_support: false,
+            provider: None,
+            behavior: Behavior {
+                upgrade_minutes: 10,
+                fail_attempts: 0,
+                jitter_minutes: 0,
+            },
+        })
+        .collect();
+    let stage_list: Vec<Value> = (0..stages)
+        .map(|s| {
+            let gate = |k: usize| json!({"type": "Approval", "displayName": format!("stage {s} gate {k}")});
+            let before: Vec<Value> = (0..gates).step_by(2).map(gate).collect();
+            let after: Vec<Value> = (1..gates).step_by(2).map(gate).collect();
+            json!({
+                "name": format!("stage-{s:06}"),
+                "beforeGates": before,
+                "afterGates": after,
+                "groups": [{"name": format!("g{s:06}")}],
+            })
+        })
+        .collect();
+    let everywhere = json!({"*": START});
+    let v = json!({
+        "start": START,
+        "autoApprove": true,
+        "members": [],
+        "releases": {
+            "kubernetes": [{"version": "1.31.2", "available": everywhere}],
+            "nodeImages": [
+                {"version": "AKSUbuntu-2204gen2containerd-202411.03.0", "available": everywhere},
+                {"version": "AKSUbuntu-2204gen2containerd-202412.01.0", "available": everywhere},
+            ],
+        },
+        "strategy": {"stages": stage_list},
+        "run": {"name": "bench", "managedClusterUpdate": {
+            "upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"},
+            "nodeImageSelection": {"type": "Latest"},
+        }},
+        "actions": [{"at": START, "do": "start"}],
+    });
+    let mut sc = Scenario::from_json(&v.to_string()).expect("gated scenario parses");
+    sc.members = members;
+    sc.validate().expect("gated scenario is valid");
+    sc
+}

@@ -465,6 +465,288 @@ stages:
 }
 
 #[test]
+fn after_a_group_fails_no_sibling_group_starts_a_member_enters_its_members_or_creates_a_gate() {
+    // Spec section 5: once a group's threshold is exceeded, no new member upgrade starts anywhere
+    // in the run. Sibling b's upgrades in flight finish; c's before-gate, approved during the
+    // drain, lets nothing start; d, whose members finish during the drain, creates no
+    // after-gate; b, with nothing left and no after-gate, completes. The stage's after-gate and
+    // after-stage wait never start. On resume every group goes on (core/src/lib.rs decisions).
+    let mut fleet = members(&["a1", "a2"], "a");
+    fleet.extend(members(&["b1", "b2"], "b"));
+    fleet.extend(members(&["c1"], "c"));
+    fleet.extend(members(&["d1"], "d"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  afterStageWaitInSeconds: 3600
+  afterGates: [{type: Approval}]
+  groups:
+  - {name: a}
+  - {name: b, maxConcurrency: "2"}
+  - {name: c, beforeGates: [{type: Approval}]}
+  - {name: d, afterGates: [{type: Approval}]}
+"#,
+    ));
+    h.start("r1");
+    h.take();
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1", "r1/d1", "r1/b2"]);
+    let gate = |group: &str, timing| GateSelector {
+        id: None,
+        stage: Some("s".into()),
+        group: Some(group.into()),
+        timing: Some(timing),
+    };
+
+    h.advance_to("00:10");
+    h.fail("r1/a1");
+    h.advance_to("00:15");
+    h.approve("r1", gate("c", GateTiming::Before), "alice")
+        .expect("a Pending gate can still be approved");
+    h.advance_to("00:20");
+    h.succeed("r1/d1");
+    h.advance_to("00:25");
+    h.succeed("r1/b1");
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::Stopping);
+    assert_eq!(group(&st, "a").status.state, State::Failed);
+    for g in ["b", "c", "d"] {
+        assert_eq!(group(&st, g).status.state, State::Running, "{g}");
+    }
+    assert_eq!(stage(&st, "s").status.state, State::Running);
+    h.advance_to("00:30");
+    h.succeed("r1/b2");
+    assert_eq!(
+        h.take(),
+        [
+            "00:10 MemberFailed a1",
+            "00:10 GroupFailed a [FailureThresholdExceeded]",
+            "00:10 RunStopping r1 [FailureThresholdExceeded]",
+            "00:15 GateCompleted r1/group:c/before/0",
+            "00:20 MemberCompleted d1",
+            "00:25 MemberCompleted b1",
+            "00:30 MemberCompleted b2",
+            "00:30 GroupCompleted b",
+            "00:30 GroupStopped c",
+            "00:30 GroupStopped d",
+            "00:30 StageFailed s [FailureThresholdExceeded]",
+            "00:30 RunFailed r1",
+        ]
+    );
+    assert!(h.take_started().is_empty(), "nothing started after 00:10");
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::Failed);
+    let s = stage(&st, "s");
+    assert_eq!(s.status.state, State::Failed);
+    assert_eq!(s.after_gates[0].status.state, State::NotStarted);
+    assert_eq!(s.after_stage_wait_status.status.state, State::NotStarted);
+    assert_eq!(group(&st, "b").status.state, State::Completed);
+    assert_eq!(
+        group(&st, "c").before_gates[0].status.state,
+        State::Completed
+    );
+    assert_eq!(
+        group(&st, "d").after_gates[0].status.state,
+        State::NotStarted
+    );
+    assert_eq!(member(&st, "c1").status.state, State::NotStarted);
+
+    // Resume: the failure is accepted; a and c go on, d creates its after-gate.
+    h.advance_to("01:00");
+    h.start("r1");
+    h.advance_to("01:30");
+    h.succeed("r1/a2");
+    h.succeed("r1/c1");
+    h.approve("r1", gate("d", GateTiming::After), "bob")
+        .expect("d's after-gate");
+    h.approve(
+        "r1",
+        GateSelector {
+            id: None,
+            stage: Some("s".into()),
+            group: None,
+            timing: Some(GateTiming::After),
+        },
+        "bob",
+    )
+    .expect("the stage's after-gate");
+    h.advance_to("02:30");
+    assert_eq!(
+        h.take(),
+        [
+            "01:00 RunResumed r1",
+            "01:00 GateCreated r1/group:d/after/0",
+            "01:00 MemberStarted a2",
+            "01:00 MemberStarted c1",
+            "01:30 MemberCompleted a2",
+            "01:30 GroupCompleted a",
+            "01:30 MemberCompleted c1",
+            "01:30 GroupCompleted c",
+            "01:30 GateCompleted r1/group:d/after/0",
+            "01:30 GroupCompleted d",
+            "01:30 AfterStageWaitStarted s until 02:30",
+            "01:30 GateCreated r1/stage:s/after/0",
+            "01:30 GateCompleted r1/stage:s/after/0",
+            "02:30 AfterStageWaitCompleted s",
+            "02:30 StageCompleted s",
+            "02:30 RunCompleted r1",
+        ]
+    );
+    let st = h.status("r1");
+    assert_eq!(st.failure_count, 1);
+    assert_eq!(group(&st, "a").status.state, State::Completed);
+}
+
+#[test]
+fn pending_member_of_a_sibling_group_does_not_start_when_its_window_opens_after_a_group_failed() {
+    // w1 waits for its window (01:00). a1's failure at 00:30 stops the run; b1 is still in
+    // flight until 02:00. The window opens during the drain and again after the run failed:
+    // w1 never starts, and says it waits on the stop, until a resume.
+    let mut fleet = members(&["a1"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    fleet.push(with_window(member_of("w1", "w"), "01:00"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  groups: [{name: a}, {name: b}, {name: w}]
+"#,
+    ));
+    h.start("r1");
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1"]);
+    assert_eq!(member(&h.status("r1"), "w1").status.state, State::Pending);
+    h.advance_to("00:30");
+    h.fail("r1/a1");
+    h.advance_to("01:30");
+    assert!(h.take_started().is_empty(), "w1's window opened at 01:00");
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::Stopping);
+    let w1 = member(&st, "w1");
+    assert_eq!(w1.status.state, State::NotStarted);
+    assert_eq!(w1.waiting_on.as_ref().map(|w| w.reason), Some(Reason::Stop));
+    h.advance_to("02:00");
+    h.succeed("r1/b1");
+    assert_eq!(h.state("r1"), State::Failed);
+    assert_eq!(group(&h.status("r1"), "w").status.state, State::Stopped);
+    h.advance_to("+1d 02:00");
+    assert!(h.take_started().is_empty(), "nor the next day's opening");
+    h.take();
+    h.start("r1");
+    assert_eq!(
+        h.take_started(),
+        ["r1/w1"],
+        "the window is open at the resume"
+    );
+}
+
+#[test]
+fn groups_after_a_group_that_fails_on_entry_are_not_entered_until_a_resume() {
+    // old is two minors behind (MinorVersionSkip, settled when a's members begin): a fails,
+    // the run stops before b is entered: b shows NotStarted and its before-gate is not created.
+    let mut fleet = vec![member_full(
+        "old",
+        "a",
+        "eastus",
+        "1.29.8",
+        &[("system", "202411.03.0", false)],
+    )];
+    fleet.extend(members(&["b1"], "b"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  groups:
+  - {name: a}
+  - {name: b, beforeGates: [{type: Approval}]}
+"#,
+    ));
+    h.take();
+    h.start("r1");
+    assert_eq!(
+        h.take(),
+        [
+            "00:00 RunStarted r1",
+            "00:00 StageStarted s",
+            "00:00 GroupStarted a",
+            "00:00 MemberFailed old",
+            "00:00 GroupFailed a [FailureThresholdExceeded]",
+            "00:00 StageFailed s [FailureThresholdExceeded]",
+            "00:00 RunFailed r1",
+        ]
+    );
+    let st = h.status("r1");
+    let b = group(&st, "b");
+    assert_eq!(b.status.state, State::NotStarted);
+    assert_eq!(b.before_gates[0].status.state, State::NotStarted);
+    assert_eq!(stage(&st, "s").status.state, State::Failed);
+
+    h.advance_to("01:00");
+    h.start("r1");
+    assert_eq!(
+        h.take(),
+        [
+            "01:00 RunResumed r1",
+            "01:00 GroupCompleted a",
+            "01:00 GroupStarted b",
+            "01:00 GateCreated r1/group:b/before/0",
+        ]
+    );
+}
+
+#[test]
+fn group_failure_while_a_stopped_run_drains_fails_the_run() {
+    // A stop is asked for; while the run drains, a's threshold is exceeded (the stage's, "10",
+    // holds): the run ends Failed, not Stopped, and a resume accepts the failure.
+    let mut fleet = members(&["a1", "a2", "a3"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  maxAllowedFailures: "10"
+  groups: [{name: a, maxConcurrency: "2"}, {name: b}]
+"#,
+    ));
+    h.start("r1");
+    h.take();
+    h.advance_to("00:05");
+    h.stop("r1");
+    h.advance_to("00:10");
+    h.fail("r1/a1");
+    h.advance_to("00:30");
+    h.succeed("r1/a2");
+    h.succeed("r1/b1");
+    assert_eq!(
+        h.take(),
+        [
+            "00:05 RunStopping r1 [Stop]",
+            "00:10 MemberFailed a1",
+            "00:10 GroupFailed a [FailureThresholdExceeded]",
+            "00:10 RunStopping r1 [FailureThresholdExceeded]",
+            "00:30 MemberCompleted a2",
+            "00:30 MemberCompleted b1",
+            "00:30 GroupCompleted b",
+            "00:30 StageFailed s [FailureThresholdExceeded]",
+            "00:30 RunFailed r1",
+        ]
+    );
+    h.start("r1");
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1", "r1/a2", "r1/a3"]);
+    assert_eq!(h.state("r1"), State::Running);
+}
+
+#[test]
 fn simulated_fail_fast_run_from_json_scenario_fails_after_the_first_failure() {
     let scenario: Scenario = json(
         r#"{
@@ -2237,6 +2519,115 @@ stages:
 }
 
 #[test]
+fn approving_by_position_takes_the_first_pending_gate_there_and_by_id_that_gate() {
+    // A position leaves out what it does not name: no stage means any stage, no group means a
+    // stage's own gates, no timing either timing. The first Pending gate there (in strategy
+    // order) is approved; with none Pending the first gate there explains the refusal.
+    let mut fleet = members(&["a1"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    fleet.extend(members(&["c1"], "c"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s1
+  groups: [{name: a, afterGates: [{type: Approval}]}]
+- name: s2
+  beforeGates: [{type: Approval}, {type: Approval}]
+  afterGates: [{type: Approval}]
+  groups:
+  - {name: b, beforeGates: [{type: Approval}]}
+  - {name: c, beforeGates: [{type: Approval}]}
+"#,
+    ));
+    h.take();
+    let at = |stage: Option<&str>, group: Option<&str>, timing: Option<GateTiming>| GateSelector {
+        id: None,
+        stage: stage.map(str::to_string),
+        group: group.map(str::to_string),
+        timing,
+    };
+    let by_id = |id: &str| GateSelector {
+        id: Some(id.to_string()),
+        stage: None,
+        group: None,
+        timing: None,
+    };
+    let e = h.approve("r1", at(None, None, None), "x").unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e}");
+    assert!(e.message.contains("not started"), "{}", e.message);
+
+    h.start("r1");
+    h.take();
+    // No stage gate is Pending: the first After stage gate (s2's) is NotStarted.
+    let e = assert_invalid_state(
+        h.approve("r1", at(None, None, Some(GateTiming::After)), "x"),
+        "NotStarted",
+    );
+    assert!(e.message.contains("After stage \"s2\""), "{}", e.message);
+    // Group a's after-gate is not created before a1 finishes.
+    assert_invalid_state(
+        h.approve("r1", at(None, Some("a"), None), "x"),
+        "NotStarted",
+    );
+    let e = h
+        .approve("r1", at(Some("s2"), Some("a"), None), "x")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "a is not a group of s2: {e}");
+    h.advance_to("00:30");
+    h.succeed("r1/a1");
+    h.approve("r1", at(None, Some("a"), None), "x")
+        .expect("a's after-gate");
+    assert_eq!(
+        h.take(),
+        [
+            "00:30 MemberCompleted a1",
+            "00:30 GateCreated r1/group:a/after/0",
+            "00:30 GateCompleted r1/group:a/after/0",
+            "00:30 GroupCompleted a",
+            "00:30 StageCompleted s1",
+            "00:30 StageStarted s2",
+            "00:30 GateCreated r1/stage:s2/before/0",
+            "00:30 GateCreated r1/stage:s2/before/1",
+        ]
+    );
+    // Nothing named: the first Pending stage gate, one after the other.
+    h.approve("r1", at(None, None, None), "x")
+        .expect("before/0");
+    h.approve("r1", at(None, None, None), "x")
+        .expect("before/1");
+    let e = assert_invalid_state(
+        h.approve("r1", at(None, None, Some(GateTiming::Before)), "x"),
+        "Completed",
+    );
+    assert!(e.message.contains("Before stage \"s2\""), "{}", e.message);
+    h.approve("r1", at(None, Some("c"), None), "x")
+        .expect("c's gate");
+    h.approve("r1", by_id("r1/group:b/before/0"), "x")
+        .expect("b's gate by id");
+    let e = h
+        .approve("r1", by_id("r1/group:b/before/1"), "x")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e}");
+    assert_eq!(
+        h.take(),
+        [
+            "00:30 GateCompleted r1/stage:s2/before/0",
+            "00:30 GateCompleted r1/stage:s2/before/1",
+            "00:30 GroupStarted b",
+            "00:30 GateCreated r1/group:b/before/0",
+            "00:30 GroupStarted c",
+            "00:30 GateCreated r1/group:c/before/0",
+            "00:30 GateCompleted r1/group:c/before/0",
+            "00:30 MemberStarted c1",
+            "00:30 GateCompleted r1/group:b/before/0",
+            "00:30 MemberStarted b1",
+        ]
+    );
+}
+
+#[test]
 fn scheduled_start_gate_completes_at_its_absolute_start_time() {
     let mut h = Harness::fleet(members(&["b1"], "b"), default_catalog());
     h.create(full_run("r1", SCHEDULED_GATE_STRATEGY));
@@ -2818,6 +3209,244 @@ fn kubernetes_version_with_a_node_image_only_upgrade_is_rejected() {
     );
 }
 
+// ==================================================================== no arithmetic panic (spec §10)
+//
+// "No arithmetic on a valid input can overflow or panic": validation bounds what users send
+// (after-stage waits at most 7 days), but the engine does not rely on it. A time too late for the
+// calendar saturates at its last instant (`DateTime::<Utc>::MAX_UTC`): what would end there
+// never ends by itself, and a user can still skip or approve it.
+
+/// The last representable instant minus `minutes`.
+fn end_of_time_minus(minutes: i64) -> Timestamp {
+    Timestamp::MAX_UTC
+        .checked_sub_signed(Duration::minutes(minutes))
+        .expect("representable")
+}
+
+/// An engine at `now` with the default catalog and `members`, clock harness around it.
+fn harness_at(now: Timestamp, fleet: Vec<Member>) -> Harness {
+    let mut h = Harness::new();
+    h.engine = Engine::new(now);
+    h.now = now;
+    h.cmd(Command::SetCatalog {
+        catalog: default_catalog(),
+    })
+    .expect("catalog");
+    for member in fleet {
+        h.cmd(Command::UpsertMember { member }).expect("member");
+    }
+    h.take();
+    h
+}
+
+fn after_stage_wait_events(h: &Harness) -> Vec<&Event> {
+    h.events
+        .iter()
+        .filter(|e| e.kind == waverun_core::EventKind::AfterStageWaitStarted)
+        .collect()
+}
+
+#[test]
+fn after_stage_wait_ending_beyond_the_calendar_saturates_and_can_be_skipped() {
+    // A valid 7-day wait, started one day before the end of time.
+    let start = end_of_time_minus(24 * 60);
+    let mut fleet = members(&["a1"], "a");
+    fleet.extend(members(&["b1"], "b"));
+    let mut h = harness_at(start, fleet);
+    h.create(full_run(
+        "r1",
+        "stages: [{name: s, afterStageWaitInSeconds: 604800, groups: [{name: a}]}, {name: t, groups: [{name: b}]}]",
+    ));
+    h.start("r1");
+    h.now = start + Duration::minutes(30);
+    h.succeed("r1/a1");
+    let waits = after_stage_wait_events(&h);
+    assert_eq!(waits.len(), 1);
+    assert_eq!(waits[0].until, Some(Timestamp::MAX_UTC));
+    let w = h.engine.poll_timeout().expect("the wait's wakeup");
+    assert_eq!(
+        (w.at, w.reason),
+        (Timestamp::MAX_UTC, WakeReason::AfterStageWait)
+    );
+    let st = h.status("r1");
+    let s = stage(&st, "s");
+    assert_eq!(s.after_stage_wait_status.status.state, State::Running);
+    assert_eq!(s.after_stage_wait_status.wait_duration_in_seconds, 604_800);
+    assert_eq!(
+        s.waiting_on.as_ref().and_then(|w| w.until),
+        Some(Timestamp::MAX_UTC)
+    );
+    // The saturated timer survives a snapshot.
+    let restored = Engine::restore(&h.engine.snapshot()).expect("restore");
+    assert_eq!(restored.poll_timeout(), h.engine.poll_timeout());
+    // The user skips the wait; the run goes on.
+    h.take();
+    h.skip("r1", &["AfterStageWait:s"]).expect("skip the wait");
+    assert_eq!(h.take_started(), ["r1/a1", "r1/b1"]);
+    assert_eq!(
+        h.engine.poll_timeout().map(|w| w.at),
+        Some(Timestamp::MAX_UTC)
+    );
+}
+
+#[test]
+fn after_stage_wait_of_u64_max_seconds_is_refused_naming_the_field() {
+    let mut h = Harness::fleet(members(&["a1"], "a"), default_catalog());
+    let strategy = format!(
+        "stages: [{{name: s, afterStageWaitInSeconds: {}, groups: [{{name: a}}]}}]",
+        u64::MAX
+    );
+    let e = h.cmd(create_cmd(full_run("r1", &strategy))).unwrap_err();
+    assert_invalid_field(&e, "strategy.stages[0].afterStageWaitInSeconds", "maximum");
+    let e = h
+        .cmd(Command::UpsertStrategy {
+            name: "long".into(),
+            strategy: yaml(&strategy),
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidField, "{e}");
+    assert!(h.engine.run_state("r1").is_none());
+}
+
+#[test]
+fn after_stage_wait_beyond_i64_seconds_in_a_restored_snapshot_never_ends_and_never_panics() {
+    // Validation refuses such waits; a snapshot is not validated. The wait saturates (it does
+    // not wrap to a negative duration or panic).
+    for secs in [i64::MAX as u64, u64::MAX] {
+        let mut h = Harness::fleet(members(&["a1"], "a"), default_catalog());
+        h.create(full_run(
+            "r1",
+            "stages: [{name: s, afterStageWaitInSeconds: 1234, groups: [{name: a}]}]",
+        ));
+        let snapshot = h.engine.snapshot().replace(
+            "\"afterStageWaitInSeconds\":1234",
+            &format!("\"afterStageWaitInSeconds\":{secs}"),
+        );
+        assert!(snapshot.contains(&secs.to_string()));
+        h.engine = Engine::restore(&snapshot).expect("restore");
+        h.start("r1");
+        h.advance_to("00:30");
+        h.succeed("r1/a1");
+        let waits = after_stage_wait_events(&h);
+        assert_eq!(waits.len(), 1, "{secs}");
+        assert_eq!(waits[0].until, Some(Timestamp::MAX_UTC), "{secs}");
+        let st = h.status("r1");
+        assert_eq!(
+            stage(&st, "s")
+                .after_stage_wait_status
+                .wait_duration_in_seconds,
+            secs
+        );
+        h.advance_to("+400d 00:00");
+        assert_eq!(h.state("r1"), State::Running, "{secs}: the wait goes on");
+        h.skip("r1", &["AfterStageWait:s"]).expect("skip the wait");
+        assert_eq!(h.state("r1"), State::Completed, "{secs}");
+    }
+}
+
+#[test]
+fn scheduled_gates_windows_and_freezes_at_the_end_of_time_never_panic() {
+    // One hour before the end of time: the scheduled gate's next Monday 00:00 is beyond it
+    // (saturated), the member's window never opens again, a freeze ends at the last instant.
+    let start = end_of_time_minus(60);
+    let windowed = with_window(member_of("w1", "w"), "02:00");
+    let mut h = harness_at(start, vec![member_of("g1", "g"), windowed]);
+    h.cmd(Command::SetFreezes {
+        freezes: vec![Freeze {
+            name: "forever".into(),
+            start: end_of_time_minus(10),
+            end: Timestamp::MAX_UTC,
+        }],
+    })
+    .expect("freezes");
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s
+  groups:
+  - name: g
+    beforeGates: [{type: ScheduledStart, scheduledStartConfiguration: {startDay: Monday, startTime: "00:00"}}]
+  - name: w
+"#,
+    ));
+    h.start("r1");
+    let st = h.status("r1");
+    let gate = &group(&st, "g").before_gates[0];
+    assert_eq!(gate.status.state, State::Pending);
+    assert_eq!(gate.absolute_start_time, Some(Timestamp::MAX_UTC));
+    let w1 = member(&st, "w1");
+    assert_eq!(w1.status.state, State::Pending, "{w1:?}");
+    let wait = w1.waiting_on.clone().expect("w1 says why");
+    assert_eq!((wait.reason, wait.until), (Reason::MaintenanceWindow, None));
+    // Up to the last instant the freeze holds; at it, the freeze is over and the saturated
+    // gate opens; the window still never opens.
+    h.advance_to_instant(end_of_time_minus(1));
+    assert!(h.take_started().is_empty());
+    h.advance_to_instant(Timestamp::MAX_UTC);
+    assert_eq!(h.take_started(), ["r1/g1"]);
+    assert_eq!(member(&h.status("r1"), "w1").status.state, State::Pending);
+}
+
+#[test]
+fn simulated_fleet_with_upgrade_minutes_u32_max_never_panics() {
+    use waverun_core::sim::SimulatedFleet;
+    let sc = Scenario::from_json(
+        &serde_json::json!({
+            "start": "2026-12-07T00:00:00Z",
+            "members": [
+                {"name": "slow", "region": "eastus", "kubernetesVersion": "1.30.4",
+                 "behavior": {"upgradeMinutes": u32::MAX, "jitterMinutes": u32::MAX}},
+                {"name": "slower", "region": "eastus", "kubernetesVersion": "1.30.4",
+                 "behavior": {"upgradeMinutes": u32::MAX}}
+            ],
+            "releases": {"kubernetes": [
+                {"version": "1.31.2", "available": {"*": "2026-11-01T00:00:00Z"}}]},
+            "run": {"name": "r1", "managedClusterUpdate":
+                {"upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"}}},
+            "actions": [{"at": "2026-12-07T00:00:00Z", "do": "start"}]
+        })
+        .to_string(),
+    )
+    .expect("scenario parses");
+    let op = |member: &str| UpgradeOperation {
+        operation_id: format!("r1/{member}"),
+        run: "r1".into(),
+        member: member.into(),
+        region: "eastus".into(),
+        provider: None,
+        upgrade_type: waverun_core::UpgradeType::Full,
+        kubernetes_version: Some("1.31.2".into()),
+        node_images: Vec::new(),
+    };
+    // From 2026, u32::MAX minutes (about 8,166 years) is still a date.
+    let mut fleet = SimulatedFleet::new(&sc);
+    fleet.submit(&op("slower"), sc.start);
+    assert_eq!(
+        fleet.next_completion(),
+        Some(sc.start + Duration::minutes(i64::from(u32::MAX)))
+    );
+    // Near the end of time, it saturates: the upgrade never completes.
+    let late = end_of_time_minus(1);
+    let mut fleet = SimulatedFleet::new(&sc);
+    fleet.submit(&op("slow"), late);
+    fleet.submit(&op("slower"), late);
+    assert_eq!(fleet.next_completion(), Some(Timestamp::MAX_UTC));
+    assert!(fleet.take_due(late).is_empty());
+    assert_eq!(fleet.take_due(Timestamp::MAX_UTC).len(), 2);
+    // Simulated end to end (if the scenario is accepted): the run is cut at the horizon with
+    // the slow member still in flight.
+    match Simulation::new(&sc) {
+        Ok(mut sim) => {
+            sim.run_to_end();
+            let r = sim.report();
+            assert_eq!(r.summary.state, State::Running);
+            assert_eq!(member(&r.run.status, "slow").status.state, State::Running);
+        }
+        Err(e) => assert_eq!(e.code, ErrorCode::InvalidField, "{e}"),
+    }
+}
+
 // ==================================================================== helpers: clock harness
 
 /// Day 0 of every test: Monday 2026-12-07.
@@ -2980,7 +3609,11 @@ impl Harness {
     /// Moves the clock to `when`, waking the engine at every wakeup it asks for on the way
     /// (each at its own instant), then once at `when`.
     fn advance_to(&mut self, when: &str) {
-        let target = t(when);
+        self.advance_to_instant(t(when));
+    }
+
+    /// [`Harness::advance_to`] with an absolute instant.
+    fn advance_to_instant(&mut self, target: Timestamp) {
         assert!(target >= self.now, "time goes forward");
         for _ in 0..10_000 {
             match self.engine.poll_timeout() {

@@ -10,7 +10,10 @@
 //!   full after-stage wait (unless skipped); no member starts outside its governing window,
 //!   during a freeze, before its target version / image is available in its region, twice, or
 //!   before the gates of its stage and group are passed; no new work while a run drains or is
-//!   halted; failureCount = Failed members at run, stage and group level; time never goes
+//!   halted; nothing new starts anywhere in the run (no member, group, gate, stage or wait)
+//!   once any failure threshold is exceeded, a group's or a stage's, until a resume (the checker
+//!   counts the failures itself against the resolved thresholds, and the run must then end
+//!   Failed, not Stopped or Completed); failureCount = Failed members at run, stage and group level; time never goes
 //!   backwards. Also against reference computations: membership (spec 2), member order (spec
 //!   6), resolved limits (spec 5), node image targets and the Consistent selection (spec 7);
 //!   refused operator actions that should have been accepted, accepted ones without effect;
@@ -1172,7 +1175,7 @@ enum RunPhase {
     /// Started or resumed: new work may start.
     Running,
     /// Stop requested or a threshold exceeded: in-flight upgrades finish, nothing new starts
-    /// (a group whose members are all done may still complete).
+    /// in any group (a group whose members are all done may still complete).
     Draining,
     /// Stopped or Failed: resumable.
     Halted,
@@ -1201,6 +1204,12 @@ struct Seen {
     group_started: BTreeSet<String>,
     group_done: BTreeMap<String, EventKind>,
     group_failed: BTreeSet<String>,
+    /// Failed members per group and per stage since the run started or a Failed run was
+    /// resumed (a resume accepts the failures so far).
+    failures_group: BTreeMap<String, u32>,
+    failures_stage: BTreeMap<String, u32>,
+    /// The first failure threshold exceeded (per the checker's own count), until a resume.
+    exceeded: Option<String>,
     gates: BTreeMap<String, GateSeen>,
     wait_started: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
     wait_completed: BTreeMap<String, Timestamp>,
@@ -1220,6 +1229,8 @@ struct Seen {
 struct StatusView {
     stage_mc: BTreeMap<String, u32>,
     group_mc: BTreeMap<String, u32>,
+    stage_maf: BTreeMap<String, u32>,
+    group_maf: BTreeMap<String, u32>,
     member_group: BTreeMap<String, (String, String)>,
     selected: Vec<String>,
 }
@@ -1229,6 +1240,8 @@ impl StatusView {
         let mut v = StatusView {
             stage_mc: BTreeMap::new(),
             group_mc: BTreeMap::new(),
+            stage_maf: BTreeMap::new(),
+            group_maf: BTreeMap::new(),
             member_group: BTreeMap::new(),
             selected: status
                 .node_image_selection
@@ -1238,8 +1251,10 @@ impl StatusView {
         };
         for s in &status.stages {
             v.stage_mc.insert(s.name.clone(), s.max_concurrency);
+            v.stage_maf.insert(s.name.clone(), s.max_allowed_failures);
             for g in &s.groups {
                 v.group_mc.insert(g.name.clone(), g.max_concurrency);
+                v.group_maf.insert(g.name.clone(), g.max_allowed_failures);
                 for m in &g.members {
                     v.member_group
                         .insert(m.name.clone(), (s.name.clone(), g.name.clone()));
@@ -1305,6 +1320,7 @@ fn check_invariants(sim: &Simulation, ctx: &Ctx, seen: &mut Seen) -> Result<(), 
             .map_err(|e| TestCaseError::fail(format!("{e}\n  at event {}", describe(ev))))?;
     }
     seen.next_event = timeline.len();
+    check_thresholds(seen, &view).map_err(TestCaseError::fail)?;
     if seen.instant.is_some() {
         check_actions(new_events, ctx, seen, now).map_err(TestCaseError::fail)?;
     }
@@ -1369,8 +1385,16 @@ fn check_event(
             | EventKind::MemberStarted
             | EventKind::AfterStageWaitStarted
     );
-    if progress && seen.phase != RunPhase::Running {
-        return Err(format!("{:?} while the run is {:?}", ev.kind, seen.phase));
+    if progress {
+        if let Some(why) = &seen.exceeded {
+            return Err(format!(
+                "{:?} after a failure threshold was exceeded ({why}) and before a resume",
+                ev.kind
+            ));
+        }
+        if seen.phase != RunPhase::Running {
+            return Err(format!("{:?} while the run is {:?}", ev.kind, seen.phase));
+        }
     }
     if ev.kind == EventKind::GroupCompleted
         && !matches!(seen.phase, RunPhase::Running | RunPhase::Draining)
@@ -1392,11 +1416,13 @@ fn check_event(
                 return Err(format!("RunResumed while {:?}", seen.phase));
             }
             seen.phase = RunPhase::Running;
-            // Resuming a Failed run accepts the failures so far (a Stopped run keeps a group
-            // that failed while it drained).
+            // Resuming a Failed run accepts the failures so far: thresholds count afresh.
             if seen.halted_by == Some(EventKind::RunFailed) {
                 seen.group_failed.clear();
                 seen.stage_failed.clear();
+                seen.failures_group.clear();
+                seen.failures_stage.clear();
+                seen.exceeded = None;
             }
         }
         EventKind::RunStopping => {
@@ -1415,12 +1441,20 @@ fn check_event(
             if !matches!(seen.phase, RunPhase::Running | RunPhase::Draining) {
                 return Err(format!("{:?} while {:?}", ev.kind, seen.phase));
             }
+            if let (EventKind::RunStopped, Some(why)) = (ev.kind, &seen.exceeded) {
+                return Err(format!(
+                    "RunStopped although a failure threshold was exceeded ({why}): a run whose threshold is exceeded ends Failed"
+                ));
+            }
             seen.phase = RunPhase::Halted;
             seen.halted_by = Some(ev.kind);
         }
         EventKind::RunCompleted | EventKind::RunSkipped => {
             if seen.in_flight != 0 {
                 return Err(format!("{:?} with upgrades in flight", ev.kind));
+            }
+            if let Some(why) = &seen.exceeded {
+                return Err(format!("{:?} although {why}", ev.kind));
             }
             for s in &ctx.stages {
                 match seen.stage_done.get(&s.name) {
@@ -1730,6 +1764,9 @@ fn check_event(
                     return Err(format!("member {m} failed without starting ({code:?})"));
                 }
             }
+            if ev.kind == EventKind::MemberFailed {
+                count_failure(seen, view, &s, &g);
+            }
             seen.member_final.insert(m, ev.kind);
         }
         EventKind::MemberSkipped => {
@@ -1807,6 +1844,63 @@ fn check_event(
         }
         EventKind::RunCreated | EventKind::RunUpdated | EventKind::RunDeleted => {
             return Err(format!("unexpected {:?} in the timeline", ev.kind))
+        }
+    }
+    Ok(())
+}
+
+/// Counts a member failure against its group's and its stage's resolved thresholds (spec
+/// section 5: a scope fails when its count *exceeds* the threshold; a group or stage the user
+/// skipped has no threshold). The first threshold exceeded stops the run: it drains.
+fn count_failure(seen: &mut Seen, view: &StatusView, s: &str, g: &str) {
+    let gn = seen.failures_group.entry(g.to_string()).or_default();
+    *gn += 1;
+    let gn = *gn;
+    let sn = seen.failures_stage.entry(s.to_string()).or_default();
+    *sn += 1;
+    let sn = *sn;
+    let group_skipped = seen.group_done.get(g) == Some(&EventKind::GroupSkipped);
+    let stage_skipped = seen.stage_done.get(s) == Some(&EventKind::StageSkipped);
+    let gmax = view.group_maf.get(g).copied().unwrap_or(0);
+    let smax = view.stage_maf.get(s).copied().unwrap_or(0);
+    let why = if !group_skipped && gn > gmax {
+        Some(format!(
+            "group {g}: {gn} failures, maxAllowedFailures {gmax}"
+        ))
+    } else if !stage_skipped && sn > smax {
+        Some(format!(
+            "stage {s}: {sn} failures, maxAllowedFailures {smax}"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        seen.exceeded.get_or_insert(why);
+        if seen.phase == RunPhase::Running {
+            seen.phase = RunPhase::Draining;
+        }
+    }
+}
+
+/// Every threshold the checker counts as exceeded has its GroupFailed / StageFailed event by
+/// the end of the step.
+fn check_thresholds(seen: &Seen, view: &StatusView) -> Result<(), String> {
+    for (g, n) in &seen.failures_group {
+        let max = view.group_maf.get(g).copied().unwrap_or(0);
+        let skipped = seen.group_done.get(g) == Some(&EventKind::GroupSkipped);
+        if *n > max && !skipped && !seen.group_failed.contains(g) {
+            return Err(format!(
+                "group {g}: {n} failures exceed maxAllowedFailures {max} but no GroupFailed"
+            ));
+        }
+    }
+    for (s, n) in &seen.failures_stage {
+        let max = view.stage_maf.get(s).copied().unwrap_or(0);
+        let skipped = seen.stage_done.get(s) == Some(&EventKind::StageSkipped);
+        if *n > max && !skipped && !seen.stage_failed.contains(s) {
+            return Err(format!(
+                "stage {s}: {n} failures exceed maxAllowedFailures {max} but no StageFailed"
+            ));
         }
     }
     Ok(())

@@ -233,57 +233,67 @@ fn with_three_allowed_the_fourth_failure_fails_the_group() {
 #[test]
 fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure() {
     // stage "5", A "2", B "3": A fails on its 3rd failure; the stage fails when its total
-    // reaches 6. A's upgrades take 30 minutes, B's 50, one at a time per group, so the
-    // failures interleave deterministically:
-    //   a-1 00:30 (1), b-1 00:50 (2), a-2 01:00 (3), a-3 01:30 (4: A fails, 3 > 2),
-    //   b-2 01:40 (5: stage holds, 5 = 5), b-3 02:30 (6: the stage fails, 6 > 5).
-    // B's own threshold holds throughout (3 = 3), and B goes on after A failed (b-3 starts at
-    // 01:40).
+    // reaches 6. A's failure stops the run at once (nothing new starts, in B neither), so the
+    // stage's 4th to 6th failures come from B's upgrades already in flight: B runs three at a
+    // time, all three fail, late (100, 110, 120 minutes):
+    //   a-1 00:30 (1), a-2 01:00 (2), a-3 01:30 (3: A fails, 3 > 2; the run is Stopping),
+    //   b-1 01:40 (4), b-2 01:50 (5: the stage holds, 5 = 5), b-3 02:00 (6: the stage fails).
+    // B's own threshold holds throughout (3 = 3).
     let fail = json!({"behavior": {"failAttempts": 1}});
-    let slow_fail = json!({"behavior": {"failAttempts": 1, "upgradeMinutes": 50}});
+    let b_fails = |name: &str, minutes: u32| {
+        cluster(
+            name,
+            json!({"group": "group-b",
+                   "behavior": {"failAttempts": 1, "upgradeMinutes": minutes}}),
+        )
+    };
     let mut members = group_members("a", 3, "group-a", fail);
     members.push(cluster("a-4", json!({"group": "group-a"})));
-    members.extend(group_members("b", 3, "group-b", slow_fail));
+    members.push(b_fails("b-1", 100));
+    members.push(b_fails("b-2", 110));
+    members.push(b_fails("b-3", 120));
     members.push(cluster("b-4", json!({"group": "group-b"})));
     members.push(cluster("b-5", json!({"group": "group-b"})));
-    let r = sim(scenario(
+    let sc = build(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "5", "groups": [
             {"name": "group-a", "maxAllowedFailures": "2"},
-            {"name": "group-b", "maxAllowedFailures": "3"}]}]}),
+            {"name": "group-b", "maxAllowedFailures": "3", "maxConcurrency": "3"}]}]}),
     ));
+    let r = waverun_core::sim::simulate(&sc).unwrap();
 
     assert_eq!(
         failures(&r),
         pairs(&[
             ("a-1", "2026-12-07T00:30:00Z"),
-            ("b-1", "2026-12-07T00:50:00Z"),
             ("a-2", "2026-12-07T01:00:00Z"),
             ("a-3", "2026-12-07T01:30:00Z"),
-            ("b-2", "2026-12-07T01:40:00Z"),
-            ("b-3", "2026-12-07T02:30:00Z"),
+            ("b-1", "2026-12-07T01:40:00Z"),
+            ("b-2", "2026-12-07T01:50:00Z"),
+            ("b-3", "2026-12-07T02:00:00Z"),
         ])
     );
 
-    // A fails on its 3rd failure: GroupFailed right after a-3's failure.
+    // A fails on its 3rd failure: GroupFailed right after a-3's failure, and the run stops
+    // progressing at once.
     let gf = events(&r, EventKind::GroupFailed);
     assert_eq!(gf.len(), 1, "only A fails by its own threshold: {gf:?}");
     assert_eq!(gf[0].group.as_deref(), Some("group-a"));
     assert_eq!(fmt_time(gf[0].at), "2026-12-07T01:30:00Z");
-    assert_eq!(
-        index_of(&r, |e| e.kind == EventKind::GroupFailed),
-        index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "a-3")) + 1
-    );
+    let a3 = index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "a-3"));
+    assert_eq!(index_of(&r, |e| e.kind == EventKind::GroupFailed), a3 + 1);
+    assert_eq!(index_of(&r, |e| e.kind == EventKind::RunStopping), a3 + 2);
+    let mid = status_after(&sc, "2026-12-07T01:45:00Z");
+    assert_eq!(mid.status.state, State::Stopping);
+    assert_eq!(stage(&r, "s").max_allowed_failures, 5);
 
-    // B goes on after A failed.
-    assert_eq!(
-        member_at(&r, EventKind::MemberStarted, "b-3"),
-        "2026-12-07T01:40:00Z"
-    );
-
-    // The stage fails exactly at the 6th failure, not before.
+    // The stage fails exactly at the 6th failure, by its own threshold, not before.
     let sf = single(&r, EventKind::StageFailed);
-    assert_eq!(fmt_time(sf.at), "2026-12-07T02:30:00Z");
+    assert_eq!(fmt_time(sf.at), "2026-12-07T02:00:00Z");
+    assert_eq!(
+        sf.message.as_deref(),
+        Some("6 failures exceed maxAllowedFailures 5")
+    );
     assert_eq!(
         index_of(&r, |e| e.kind == EventKind::StageFailed),
         index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "b-3")) + 1,
@@ -299,15 +309,19 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     assert_eq!(a.status.state, State::Failed);
     let b = group(&r, "group-b");
     assert_eq!((b.failure_count, b.max_allowed_failures), (3, 3));
-    assert_ne!(b.status.state, State::Failed, "B's own threshold held");
+    assert_eq!(
+        b.status.state,
+        State::Stopped,
+        "B's own threshold held; it was stopped"
+    );
 
-    // No new work after the thresholds: a-4, b-4, b-5 never start; the run Failed.
+    // No new work after A's threshold: a-4, b-4, b-5 never start; the run Failed.
     for m in ["a-4", "b-4", "b-5"] {
         assert_eq!(member(&r, m).status.state, State::NotStarted, "{m}");
     }
     assert_eq!(r.run.status.failure_count, 6);
     assert_eq!(r.summary.state, State::Failed);
-    assert_eq!(time(r.summary.finished_at), "2026-12-07T02:30:00Z");
+    assert_eq!(time(r.summary.finished_at), "2026-12-07T02:00:00Z");
 }
 
 #[test]
@@ -508,50 +522,130 @@ fn stage_threshold_can_fail_the_stage_while_every_group_threshold_holds() {
 }
 
 #[test]
-fn group_threshold_fails_the_group_while_the_stage_threshold_holds_and_others_go_on() {
-    // stage "10", A "0" (default), B "10": A fails at its first failure and starts nothing
-    // more; B goes on (core/src/lib.rs: other groups go on until the stage's threshold is
-    // exceeded or its groups are all done); the stage then fails because a group failed. A's
-    // failure counts in the stage's failureCount.
+fn sibling_group_starts_nothing_after_a_group_fails() {
+    // stage "10", A "0" (default), B "10" two at a time. A's first failure (a-1, 00:30) exceeds
+    // A's threshold: A is Failed and the run stops progressing at once, in B too (spec section 5:
+    // "no new member upgrade starts anywhere in the run, not in sibling groups either"). B's
+    // upgrades in flight (b-1 until 01:00, b-2 until 01:30) finish while the run is Stopping;
+    // b-3 and b-4 never start, though B's slots free up and its threshold holds. Then B is
+    // Stopped, the stage Failed (because A failed: its own threshold held, 1 <= 10) and the run
+    // Failed, all at 01:30.
     let members = vec![
         cluster(
             "a-1",
             json!({"group": "group-a", "behavior": {"failAttempts": 1}}),
         ),
         cluster("a-2", json!({"group": "group-a"})),
-        cluster("b-1", json!({"group": "group-b"})),
-        cluster("b-2", json!({"group": "group-b"})),
+        cluster(
+            "b-1",
+            json!({"group": "group-b", "behavior": {"upgradeMinutes": 60}}),
+        ),
+        cluster(
+            "b-2",
+            json!({"group": "group-b", "behavior": {"upgradeMinutes": 90}}),
+        ),
         cluster("b-3", json!({"group": "group-b"})),
+        cluster("b-4", json!({"group": "group-b"})),
     ];
-    let r = sim(scenario(
+    let sc = build(scenario(
         members,
         json!({"stages": [{"name": "s", "maxAllowedFailures": "10", "groups": [
             {"name": "group-a"},
-            {"name": "group-b", "maxAllowedFailures": "10"}]}]}),
+            {"name": "group-b", "maxAllowedFailures": "10", "maxConcurrency": "2"}]}]}),
     ));
-    let gf = single(&r, EventKind::GroupFailed);
-    assert_eq!(gf.group.as_deref(), Some("group-a"));
-    assert_eq!(fmt_time(gf.at), "2026-12-07T00:30:00Z");
-    assert_eq!(member(&r, "a-2").status.state, State::NotStarted);
-    // B goes on after A failed: b-3 starts at 01:00.
+    let r = waverun_core::sim::simulate(&sc).unwrap();
     assert_eq!(
         start_times(&r),
         pairs(&[
             ("a-1", "2026-12-07T00:00:00Z"),
             ("b-1", "2026-12-07T00:00:00Z"),
-            ("b-2", "2026-12-07T00:30:00Z"),
-            ("b-3", "2026-12-07T01:00:00Z"),
-        ])
+            ("b-2", "2026-12-07T00:00:00Z"),
+        ]),
+        "nothing starts after 00:30"
     );
-    assert_eq!(group(&r, "group-b").status.state, State::Completed);
-    // The stage fails only when its groups are done, because a group failed.
-    let sf = single(&r, EventKind::StageFailed);
-    assert_eq!(fmt_time(sf.at), "2026-12-07T01:30:00Z");
+    let tail: Vec<(EventKind, String, String)> = r
+        .timeline
+        .iter()
+        .skip_while(|e| e.kind != EventKind::MemberFailed)
+        .map(|e| {
+            let who = e.member.clone().or(e.group.clone()).unwrap_or_default();
+            (e.kind, who, fmt_time(e.at)[11..16].to_string())
+        })
+        .collect();
+    let row = |k, who: &str, at: &str| (k, who.to_string(), at.to_string());
+    assert_eq!(
+        tail,
+        vec![
+            row(EventKind::MemberFailed, "a-1", "00:30"),
+            row(EventKind::GroupFailed, "group-a", "00:30"),
+            row(EventKind::RunStopping, "", "00:30"),
+            row(EventKind::MemberCompleted, "b-1", "01:00"),
+            row(EventKind::MemberCompleted, "b-2", "01:30"),
+            row(EventKind::GroupStopped, "group-b", "01:30"),
+            row(EventKind::StageFailed, "", "01:30"),
+            row(EventKind::RunFailed, "", "01:30"),
+        ]
+    );
+
+    // Meanwhile (01:15) the run drains: Stopping with the threshold error; A Failed; B still
+    // Running its last upgrade, its queued members waiting on the stop, not on concurrency.
+    let mid = status_after(&sc, "2026-12-07T01:15:00Z");
+    assert_eq!(mid.status.state, State::Stopping);
+    let err = mid.status.error.clone().expect("the run says why it stops");
+    assert_eq!(err.code, "FailureThresholdExceeded");
+    assert!(err.message.contains("group \"group-a\""), "{}", err.message);
+    let gs = |name: &str| {
+        mid.stages[0]
+            .groups
+            .iter()
+            .find(|g| g.name == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(gs("group-a").status.state, State::Failed);
+    assert_eq!(gs("group-b").status.state, State::Running);
+    assert_eq!(mid.stages[0].status.state, State::Running);
+    for m in ["b-3", "b-4"] {
+        let ms = gs("group-b")
+            .members
+            .into_iter()
+            .find(|x| x.name == m)
+            .unwrap();
+        assert_eq!(ms.status.state, State::NotStarted, "{m}");
+        assert_eq!(ms.waiting_on.map(|w| w.reason), Some(Reason::Stop), "{m}");
+    }
+
+    // At the end: A Failed, B Stopped, the stage Failed naming A, the run Failed.
+    assert_eq!(group(&r, "group-a").status.state, State::Failed);
+    let b = group(&r, "group-b");
+    assert_eq!(b.status.state, State::Stopped);
+    assert!(b.status.error.is_none());
     let s = stage(&r, "s");
     assert_eq!(s.status.state, State::Failed);
     assert_eq!((s.failure_count, s.max_allowed_failures), (1, 10));
+    let serr = s.status.error.clone().expect("stage error");
+    assert_eq!(serr.code, "FailureThresholdExceeded");
+    assert_eq!(
+        serr.message,
+        "group \"group-a\" failed: 1 failures exceed maxAllowedFailures 0"
+    );
+    assert_eq!(
+        r.run
+            .status
+            .status
+            .error
+            .as_ref()
+            .map(|e| e.message.as_str()),
+        Some(
+            "stage \"s\" failed: group \"group-a\" failed: 1 failures exceed maxAllowedFailures 0"
+        )
+    );
+    for m in ["a-2", "b-3", "b-4"] {
+        assert_eq!(member(&r, m).status.state, State::NotStarted, "{m}");
+    }
     assert_eq!(r.run.status.failure_count, 1);
     assert_eq!(r.summary.state, State::Failed);
+    assert_eq!(time(r.summary.finished_at), "2026-12-07T01:30:00Z");
 }
 
 #[test]

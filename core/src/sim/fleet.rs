@@ -48,11 +48,11 @@ impl SimulatedFleet {
         *attempt += 1;
         let succeeds = *attempt > b.fail_attempts;
         let jitter = if b.jitter_minutes > 0 {
-            self.next_random() % (b.jitter_minutes as u64 + 1)
+            self.next_random() % (u64::from(b.jitter_minutes) + 1)
         } else {
             0
         };
-        let due = now + chrono::Duration::minutes(b.upgrade_minutes as i64 + jitter as i64);
+        let due = add_minutes(now, u64::from(b.upgrade_minutes) + jitter);
         self.seq += 1;
         self.in_flight
             .insert((due, self.seq), (op.operation_id.clone(), succeeds));
@@ -112,4 +112,15 @@ impl SimulatedFleet {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+}
+
+/// `t + minutes`, saturating at the last representable instant (an upgrade that would end
+/// beyond the calendar never completes); never panics.
+fn add_minutes(t: Timestamp, minutes: u64) -> Timestamp {
+    minutes
+        .checked_mul(60)
+        .and_then(|secs| i64::try_from(secs).ok())
+        .and_then(chrono::TimeDelta::try_seconds)
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(Timestamp::MAX_UTC)
 }
