@@ -47,7 +47,8 @@ pub enum Input {
 #[serde(
     rename_all = "camelCase",
     rename_all_fields = "camelCase",
-    tag = "type"
+    tag = "type",
+    deny_unknown_fields
 )]
 #[allow(clippy::large_enum_variant)] // commands are transient; boxing would only burden callers
 pub enum Command {
@@ -137,7 +138,7 @@ pub enum Command {
 
 /// Which gate: by id, or by position (the first Pending gate there).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GateSelector {
     /// Gate id (wins over position).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,7 +159,8 @@ pub struct GateSelector {
 #[serde(
     rename_all = "camelCase",
     rename_all_fields = "camelCase",
-    tag = "type"
+    tag = "type",
+    deny_unknown_fields
 )]
 pub enum Observation {
     /// A member upgrade operation succeeded.
@@ -189,6 +191,7 @@ pub enum Observation {
         /// Region (`*` for all).
         region: String,
         /// Since when.
+        #[serde(deserialize_with = "crate::time::de_timestamp")]
         since: Timestamp,
     },
     /// A node image became (or will become) available in a region.
@@ -198,6 +201,7 @@ pub enum Observation {
         /// Region (`*` for all).
         region: String,
         /// Since when.
+        #[serde(deserialize_with = "crate::time::de_timestamp")]
         since: Timestamp,
     },
 }

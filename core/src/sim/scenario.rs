@@ -357,15 +357,20 @@ impl Scenario {
             let mut members: Vec<Member> = self.members.iter().map(|m| m.member()).collect();
             members.sort_by(|a, b| a.name.cmp(&b.name));
             let refs: Vec<&Member> = members.iter().collect();
-            if let Err(err) = crate::plan::assign(&refs, &strategy) {
+            if let Err(mut err) = crate::plan::assign(&refs, &strategy) {
+                // Keep the engine's code (MemberInTwoGroups); name the field as in the file.
                 let prefix = if self.strategy.is_some() {
                     "strategy"
                 } else {
                     ""
                 };
-                for f in err.fields {
-                    e.push(validate::join(prefix, &f.path), f.message);
+                for f in &mut err.fields {
+                    f.path = validate::join(prefix, &f.path);
                 }
+                if let Some(f) = err.fields.first() {
+                    err.message = f.to_string();
+                }
+                return Err(err);
             }
         }
         e.into_result()
