@@ -266,7 +266,7 @@ fn main() -> ExitCode {
             let mut by_count: Vec<_> = trace.into_iter().collect();
             by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             println!("features of {} (most frequent first):", t.name);
-            for (name, n) in by_count.iter().take(200) {
+            for (name, n) in &by_count {
                 println!("{n:>10} {name}");
             }
         }

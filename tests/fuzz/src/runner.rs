@@ -51,13 +51,13 @@ thread_local! {
 }
 
 /// Records a behaviour the input reached (an error kind, an event kind, a state): inputs that
-/// reach a new one join the in-memory corpus. Text is normalised (digits and quoted parts
-/// dropped) so that values do not count as behaviours.
+/// reach a new one join the in-memory corpus. Only the first line of `text` counts, normalised
+/// ([`normalize`]) so that values do not count as behaviours.
 pub fn feature(tag: &str, text: &str) {
     let mut s = String::with_capacity(tag.len() + text.len().min(120) + 1);
     s.push_str(tag);
     s.push('|');
-    s.push_str(&normalize(text, 160));
+    s.push_str(&normalize(text.lines().next().unwrap_or(""), 160));
     if tracing() {
         TRACE.with(|t| *t.borrow_mut().entry(s.clone()).or_insert(0) += 1);
     }
@@ -66,13 +66,19 @@ pub fn feature(tag: &str, text: &str) {
 }
 
 /// Text without its values: quoted parts (`"..."`, `` `...` ``, `'...'`) emptied, digit runs
-/// replaced by `#`, other non-ASCII characters by `?`; at most `max` characters read.
+/// replaced by `#`, other non-ASCII characters by `?`; at most `max` bytes kept.
 pub fn normalize(text: &str, max: usize) -> String {
     let mut s = String::new();
     let mut quote: Option<char> = None;
+    let mut escaped = false;
     let mut last_digit = false;
-    for c in text.chars().take(max) {
+    for c in text.chars() {
+        if s.len() >= max {
+            break;
+        }
         match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
             (Some(q), c) if c == q => {
                 quote = None;
                 s.push(c);

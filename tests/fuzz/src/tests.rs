@@ -164,3 +164,28 @@ fn the_document_seeds_are_valid_documents() {
     }
     assert!(checked >= 10, "only {checked} document seeds");
 }
+
+#[test]
+fn harness_failures_are_deduplicated_without_their_values() {
+    use crate::runner::PanicRecord;
+    let rec = |m: &str| PanicRecord {
+        message: m.to_string(),
+        location: "tests/fuzz/src/targets/selector.rs:1:1".to_string(),
+        frame: None,
+    };
+    let a = rec(
+        r#"the canonical text "env in ()" of a term of "env in (,)" does not parse: term 1 ("env in ()"): missing value"#,
+    );
+    let b = rec(
+        r#"the canonical text "k notin ()" of a term of "tier == dev,a notin (, ), x=y" does not parse: term 12 ("k notin ()"): missing value"#,
+    );
+    assert_eq!(a.key(), b.key());
+    assert_ne!(a.key(), rec("serde round trip").key());
+}
+
+#[test]
+fn normalize_drops_quoted_values() {
+    use crate::runner::normalize;
+    let e = waverun_core::selector::validate_label_key("\"X\\\"a").unwrap_err();
+    assert_eq!(normalize(&e, 200), "invalid label key \"\": the name contains ''; only letters, digits, '', '' and '' are allowed", "{e}");
+}

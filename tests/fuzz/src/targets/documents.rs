@@ -77,8 +77,10 @@ fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(what: &str, x
 fn error_feature(tag: &str, e: &Error) {
     feature(tag, e.code.as_str());
     for f in e.fields.iter().take(8) {
-        let path: String = f.path.chars().filter(|c| !c.is_ascii_digit()).collect();
-        feature(tag, &format!("{path}: {}", f.message));
+        // The field name (not the whole path: map keys in it are the input's own) and the rule.
+        let field = f.path.rsplit(['.', '[']).next().unwrap_or("");
+        let field = if field.ends_with(']') { "[]" } else { field };
+        feature(tag, &format!("{field}: {}", f.message));
     }
 }
 
@@ -189,7 +191,9 @@ fn parsed<T: DeserializeOwned>(tag: &str, text: &str, json: bool) -> Option<T> {
     match parse_text::<T>(text, json) {
         Ok(x) => Some(x),
         Err(e) => {
-            feature(tag, e.split(':').next().unwrap_or(""));
+            // The serde message without the path (whose map keys are the input's own).
+            let inner = e.split_once(": ").map_or(e.as_str(), |(_, m)| m);
+            feature(tag, inner);
             None
         }
     }

@@ -503,7 +503,10 @@ impl World {
                             .collect::<Vec<_>>()
                             .join("/"),
                         ev.reason.map_or(String::new(), |r| format!(" {r:?}")),
-                        ev.until.map_or(String::new(), |u| format!(" until {}", waverun_core::fmt_time(u)))
+                        ev.until.map_or(String::new(), |u| format!(
+                            " until {}",
+                            waverun_core::fmt_time(u)
+                        ))
                     ),
                     Output::Command(HostCommand::StartUpgrade(op)) => {
                         println!("    startUpgrade {}", op.operation_id)
