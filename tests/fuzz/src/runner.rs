@@ -65,40 +65,39 @@ pub fn feature(tag: &str, text: &str) {
     FEATURES.with(|f| f.borrow_mut().push(h));
 }
 
-/// Text without its values: quoted parts (`"..."`, `` `...` ``, `'...'`) emptied, digit runs
-/// replaced by `#`, other non-ASCII characters by `?`; at most `max` bytes kept.
+/// Text without its values: everything from the first quote character (`"`, `` ` ``, `'`) to
+/// the last one replaced by `..` (values may contain quote characters of their own, unescaped),
+/// digit runs replaced by `#`, bracket runs by `[`, other non-ASCII characters by `?`; at most
+/// `max` bytes kept.
 pub fn normalize(text: &str, max: usize) -> String {
+    let quotes: &[char] = &['"', '`', '\''];
+    let text = match (text.find(quotes), text.rfind(quotes)) {
+        (Some(a), Some(b)) if a < b => format!("{}..{}", &text[..a], &text[b + 1..]),
+        _ => text.to_string(),
+    };
     let mut s = String::new();
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    let mut last_digit = false;
+    let mut last: Option<char> = None;
     for c in text.chars() {
         if s.len() >= max {
             break;
         }
-        match (quote, c) {
-            (Some(_), _) if escaped => escaped = false,
-            (Some(_), '\\') => escaped = true,
-            (Some(q), c) if c == q => {
-                quote = None;
-                s.push(c);
+        // Runs of digits, and of brackets (raw JSON in a message), count as one.
+        let class = if c.is_ascii_digit() {
+            Some('#')
+        } else if matches!(c, '[' | ']' | '{' | '}') {
+            Some('[')
+        } else {
+            None
+        };
+        if let Some(k) = class {
+            if last != Some(k) {
+                s.push(k);
             }
-            (Some(_), _) => {}
-            (None, '"' | '`' | '\'') => {
-                quote = Some(c);
-                s.push(c);
-            }
-            (None, c) if c.is_ascii_digit() => {
-                if !last_digit {
-                    s.push('#');
-                }
-                last_digit = true;
-                continue;
-            }
-            (None, c) if c.is_ascii() => s.push(c),
-            (None, _) => s.push('?'),
+            last = Some(k);
+            continue;
         }
-        last_digit = false;
+        last = None;
+        s.push(if c.is_ascii() { c } else { '?' });
     }
     s
 }

@@ -187,5 +187,14 @@ fn harness_failures_are_deduplicated_without_their_values() {
 fn normalize_drops_quoted_values() {
     use crate::runner::normalize;
     let e = waverun_core::selector::validate_label_key("\"X\\\"a").unwrap_err();
-    assert_eq!(normalize(&e, 200), "invalid label key \"\": the name contains ''; only letters, digits, '', '' and '' are allowed", "{e}");
+    assert_eq!(
+        normalize(&e, 200),
+        "invalid label key .. are allowed",
+        "{e}"
+    );
+    assert_eq!(normalize("term 12 of 3 failed", 200), "term # of # failed");
+    assert_eq!(
+        normalize("unknown field `a`b`, expected `x`", 200),
+        "unknown field .."
+    );
 }
