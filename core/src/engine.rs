@@ -919,7 +919,9 @@ impl Engine {
             return Err(not_found("member", name));
         }
         for (rn, r) in &self.runs {
-            if r.started() && !r.node.state.is_terminal() {
+            // A Stopped or Failed run can be resumed and would start its waiting members again.
+            let may_resume = !matches!(r.node.state, State::Completed | State::Skipped);
+            if r.started() && may_resume {
                 if let Some((s, g, m)) = r.member_index.get(name) {
                     let st = r.stages[*s as usize].groups[*g as usize].members[*m as usize]
                         .node

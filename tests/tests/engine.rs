@@ -3447,6 +3447,34 @@ fn simulated_fleet_with_upgrade_minutes_u32_max_never_panics() {
     }
 }
 
+#[test]
+fn a_member_waiting_in_a_stopped_or_failed_run_cannot_be_deleted_so_a_resume_finds_it() {
+    // Found by the fuzzer: deleting a member a Failed run had not reached, then resuming the
+    // run, panicked when the engine went to start it.
+    for state in ["Failed", "Stopped"] {
+        let mut h = run_in(state);
+        let e = h
+            .cmd(Command::DeleteMember {
+                name: "m2".to_string(),
+            })
+            .expect_err(state);
+        assert_eq!(e.code, ErrorCode::InvalidState, "{state}: {e}");
+        assert!(e.message.contains("is part of run \"r1\""), "{state}: {e}");
+        h.start("r1");
+        assert_eq!(
+            h.take_started(),
+            ["r1/m2"],
+            "{state}"
+        );
+    }
+    // A member the run has finished with may go.
+    let mut h = run_in("Failed");
+    h.cmd(Command::DeleteMember {
+        name: "m1".to_string(),
+    })
+    .expect("m1 failed and will not be redone");
+}
+
 // ==================================================================== helpers: clock harness
 
 /// Day 0 of every test: Monday 2026-12-07.
