@@ -3461,11 +3461,7 @@ fn a_member_waiting_in_a_stopped_or_failed_run_cannot_be_deleted_so_a_resume_fin
         assert_eq!(e.code, ErrorCode::InvalidState, "{state}: {e}");
         assert!(e.message.contains("is part of run \"r1\""), "{state}: {e}");
         h.start("r1");
-        assert_eq!(
-            h.take_started(),
-            ["r1/m2"],
-            "{state}"
-        );
+        assert_eq!(h.take_started(), ["r1/m2"], "{state}");
     }
     // A member the run has finished with may go.
     let mut h = run_in("Failed");
