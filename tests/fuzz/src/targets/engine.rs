@@ -211,7 +211,13 @@ fn time(r: &mut Reader, now: Timestamp) -> Timestamp {
     }
 }
 
+/// A timestamp as a command carries it. Documents hold years 1970–9999 only (spec section 10),
+/// so times beyond are clamped here; the engine still meets the extremes as `now`.
 fn ts(t: Timestamp) -> Value {
+    let last = DateTime::parse_from_rfc3339("9999-12-31T23:59:59Z")
+        .expect("valid")
+        .with_timezone(&Utc);
+    let t = t.clamp(DateTime::UNIX_EPOCH, last);
     serde_json::to_value(t).unwrap_or(Value::Null)
 }
 
