@@ -113,30 +113,7 @@ pub fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
             })
         })
         .collect();
-    let everywhere = json!({"*": START});
-    let v = json!({
-        "start": START,
-        "autoApprove": true,
-        "seed": 7,
-        "members": [],
-        "releases": {
-            "kubernetes": [{"version": "1.31.2", "available": everywhere}],
-            "nodeImages": [
-                {"version": "AKSUbuntu-2204gen2containerd-202411.03.0", "available": everywhere},
-                {"version": "AKSUbuntu-2204gen2containerd-202412.01.0", "available": everywhere},
-            ],
-        },
-        "strategy": {"stages": stages},
-        "run": {"name": "bench", "managedClusterUpdate": {
-            "upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"},
-            "nodeImageSelection": {"type": "Latest"},
-        }},
-        "actions": [{"at": START, "do": "start"}],
-    });
-    let mut sc = Scenario::from_json(&v.to_string()).expect("benchmark scenario parses");
-    sc.members = members;
-    sc.validate().expect("benchmark scenario is valid");
-    sc
+    with_fleet(json!(stages), members, Some(7))
 }
 
 impl Shape {
@@ -190,8 +167,18 @@ pub fn gated_stages(stages: usize, gates: usize) -> Scenario {
             })
         })
         .collect();
+    with_fleet(json!(stage_list), members, None)
+}
+
+/// The scenario around `stages` and `members`: the target version and two images released
+/// everywhere at the start, every gate auto-approved, the run started at once.
+fn with_fleet(
+    stages: serde_json::Value,
+    members: Vec<ScenarioMember>,
+    seed: Option<u64>,
+) -> Scenario {
     let everywhere = json!({"*": START});
-    let v = json!({
+    let mut v = json!({
         "start": START,
         "autoApprove": true,
         "members": [],
@@ -202,15 +189,18 @@ pub fn gated_stages(stages: usize, gates: usize) -> Scenario {
                 {"version": "AKSUbuntu-2204gen2containerd-202412.01.0", "available": everywhere},
             ],
         },
-        "strategy": {"stages": stage_list},
+        "strategy": {"stages": stages},
         "run": {"name": "bench", "managedClusterUpdate": {
             "upgrade": {"type": "Full", "kubernetesVersion": "1.31.2"},
             "nodeImageSelection": {"type": "Latest"},
         }},
         "actions": [{"at": START, "do": "start"}],
     });
-    let mut sc = Scenario::from_json(&v.to_string()).expect("gated scenario parses");
+    if let Some(seed) = seed {
+        v["seed"] = json!(seed);
+    }
+    let mut sc = Scenario::from_json(&v.to_string()).expect("benchmark scenario parses");
     sc.members = members;
-    sc.validate().expect("gated scenario is valid");
+    sc.validate().expect("benchmark scenario is valid");
     sc
 }
