@@ -33,6 +33,42 @@ pub const DICT: &[&str] = &["\u{0}", "\u{1}", "\u{7f}", "\u{ff}"];
 thread_local! {
     static EXPLAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static UNPARSED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    static TRACE: std::cell::RefCell<Option<Trace>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A digest of everything an engine showed the outside for one input stream: each input with
+/// its result, every output, the next wakeup, and (at the full checks) every run's status and
+/// plan. Two engines with the same trace digest behaved the same to every host.
+struct Trace {
+    /// FNV-1a 64 over the lines.
+    digest: u64,
+    lines: u64,
+}
+
+fn trace(line: &str) {
+    TRACE.with(|t| {
+        if let Some(t) = t.borrow_mut().as_mut() {
+            for b in line.bytes().chain(std::iter::once(b'\n')) {
+                t.digest ^= u64::from(b);
+                t.digest = t.digest.wrapping_mul(0x0000_0100_0000_01B3);
+            }
+            t.lines += 1;
+        }
+    });
+}
+
+/// Runs one input (as [`run`]) and returns the digest of what the engine showed, with the
+/// number of lines it covers, as `"{digest:016x} {lines}"`.
+pub fn trace_digest(input: &[u8]) -> String {
+    TRACE.with(|t| {
+        *t.borrow_mut() = Some(Trace {
+            digest: 0xCBF2_9CE4_8422_2325,
+            lines: 0,
+        })
+    });
+    run(input);
+    let t = TRACE.with(|t| t.borrow_mut().take()).expect("tracing");
+    format!("{:016x} {}", t.digest, t.lines)
 }
 
 fn unparsed(e: &serde_json::Error) {
@@ -458,7 +494,16 @@ impl World {
             let text = serde_json::to_string(&input).unwrap_or_default();
             println!("{} {tag}: {text}", waverun_core::fmt_time(now));
         }
+        let text = serde_json::to_string(&input).unwrap_or_default();
         let result = self.engine.handle_input(now, input);
+        trace(&format!(
+            "{} {tag} {text} -> {}",
+            waverun_core::fmt_time(now),
+            match &result {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("{}: {}", e.code.as_str(), e.message),
+            }
+        ));
         if explain {
             if let Err(e) = &result {
                 println!("    -> {}: {}", e.code.as_str(), e.message);
@@ -519,8 +564,9 @@ impl World {
                     }
                 }
             }
-            serde_json::to_string(&out)
+            let text = serde_json::to_string(&out)
                 .unwrap_or_else(|err| panic!("an output does not serialise: {err}: {out:?}"));
+            trace(&text);
             match out {
                 Output::Event(ev) => self.event(&ev, now, &mut last),
                 Output::Command(HostCommand::StartUpgrade(op)) => {
@@ -562,6 +608,7 @@ impl World {
             engine_ops, self.in_flight,
             "the operations in flight are those started and not answered"
         );
+        trace(&serde_json::to_string(&e.poll_timeout()).expect("a wakeup serialises"));
         if timeout {
             if let Some(w) = e.poll_timeout() {
                 assert!(
@@ -578,7 +625,7 @@ impl World {
                 .run_status(name)
                 .unwrap_or_else(|err| panic!("run_status({name}): {err:?}"));
             if full {
-                serde_json::to_string(&status).expect("a status serialises");
+                trace(&serde_json::to_string(&status).expect("a status serialises"));
             }
             let state = e.run_state(name).expect("a listed run has a state");
             feature("state", &format!("{state:?}"));
@@ -588,7 +635,7 @@ impl World {
             );
             if let Ok(plan) = e.plan(name) {
                 if full {
-                    serde_json::to_string(&plan).expect("a plan serialises");
+                    trace(&serde_json::to_string(&plan).expect("a plan serialises"));
                 }
             }
         }
