@@ -118,10 +118,7 @@ fn every_scenario_prints_the_recorded_outputs_byte_for_byte() {
                 .lines()
                 .zip(expected.lines())
                 .position(|(a, e)| a != e)
-                .map_or_else(
-                    || actual.lines().count().min(expected.lines().count()),
-                    |i| i,
-                );
+                .unwrap_or_else(|| actual.lines().count().min(expected.lines().count()));
             let show = |t: &str| t.lines().nth(line).unwrap_or("<end>").to_string();
             differ.push(format!(
                 "{file}: line {}: expected {:?}, got {:?}",
