@@ -115,6 +115,7 @@
 
 pub mod catalog;
 pub mod document;
+pub mod drive;
 pub mod engine;
 pub mod error;
 pub mod event;

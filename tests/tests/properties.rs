@@ -37,19 +37,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use waverun_core::catalog::{Catalog, ANY_REGION};
 use waverun_core::selector::LabelSelector;
 use waverun_core::sim::{
-    simulate, Action, ActionKind, Behavior, GateRef, Scenario, ScenarioMember, ScenarioRun,
-    SimulatedFleet, Simulation,
+    simulate, Action, ActionKind, Behavior, EngineDriver, GateRef, Scenario, ScenarioMember,
+    ScenarioRun, Simulation,
 };
-use waverun_core::state::{RunStatus, StatusError};
+use waverun_core::state::RunStatus;
 use waverun_core::window::{
     CompiledWindow, DateSpan, DayOfWeek, MaintenanceWindow, Schedule, WeekIndex, WindowPriority,
 };
 use waverun_core::{
-    Command, CustomNodeImageVersion, Engine, Event, EventKind, Freeze, GateConfig, GateSelector,
-    GateTiming, GateType, Group, HostCommand, Input, Maintenance, ManagedClusterUpdate,
-    MemberSelector, NodeImageSelection, NodeImageSelectionType, NodePool, OsType, Reason, Release,
-    ReleaseCatalog, ScheduledStartConfiguration, SkipTarget, Stage, State, Timestamp,
-    UpdateStrategy, Upgrade, UpgradeType,
+    CustomNodeImageVersion, Engine, Event, EventKind, Freeze, GateConfig, GateTiming, GateType,
+    Group, Input, Maintenance, ManagedClusterUpdate, MemberSelector, NodeImageSelection,
+    NodeImageSelectionType, NodePool, OsType, Reason, Release, ReleaseCatalog,
+    ScheduledStartConfiguration, SkipTarget, Stage, State, Timestamp, UpdateStrategy, Upgrade,
+    UpgradeType,
 };
 
 // ============================================================================ configuration
@@ -2537,172 +2537,68 @@ fn run_checked(sc: &Scenario) -> Result<Simulation, TestCaseError> {
 
 // ============================================================================ an engine-level driver
 
-/// Mimics the simulator at the engine level, so that an engine can be swapped for one restored
-/// from a snapshot. Logs every output, every action result and every wakeup as JSON.
+/// The native engine with everything it shows logged as JSON (every input's result, every
+/// output, every wakeup asked for), so the simulator can drive an engine that is swapped for
+/// one restored from a snapshot, and the two futures compared.
 #[derive(Clone)]
-struct Driver {
+struct Logged {
     engine: Engine,
-    fleet: SimulatedFleet,
-    actions: Vec<Action>,
-    next_action: usize,
-    auto_approve: bool,
-    run: String,
-    until: Timestamp,
-    now: Timestamp,
-    events: Vec<Event>,
     log: Vec<String>,
-    done: bool,
 }
 
-impl Driver {
-    fn new(sc: &Scenario) -> Driver {
-        let mut engine = Engine::new(sc.start);
-        for (path, cmd) in sc.setup_commands() {
-            engine
-                .handle_input(sc.start, Input::Command(cmd))
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
-        }
-        while engine.poll_output().is_some() {}
-        Driver {
-            engine,
-            fleet: SimulatedFleet::new(sc),
-            actions: sc.actions.clone(),
-            next_action: 0,
-            auto_approve: sc.auto_approve,
-            run: sc.run.name.clone(),
-            until: sc.horizon(),
-            now: sc.start,
-            events: Vec::new(),
-            log: Vec::new(),
-            done: false,
-        }
+impl EngineDriver for Logged {
+    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), waverun_core::Error> {
+        let r = self.engine.handle_input(now, input);
+        self.log.push(format!("{now} input {r:?}"));
+        r
     }
-
-    fn step(&mut self) -> bool {
-        if self.done {
-            return false;
+    fn poll_output(&mut self) -> Option<waverun_core::Output> {
+        let out = self.engine.poll_output();
+        if let Some(o) = &out {
+            self.log
+                .push(serde_json::to_string(o).expect("output serialises"));
         }
-        let now = self.now;
-        self.log.push(format!("now {now}"));
-        for obs in self.fleet.take_due(now) {
-            let r = self.engine.handle_input(now, Input::Observation(obs));
-            self.log.push(format!("observation {r:?}"));
-            self.drain();
-        }
-        while let Some(a) = self.actions.get(self.next_action) {
-            if a.at > now {
-                break;
-            }
-            let a = a.clone();
-            self.next_action += 1;
-            let r = self
-                .engine
-                .handle_input(now, Input::Command(a.command(&self.run)));
-            self.log.push(format!("action {r:?}"));
-            // What the input's due timers did comes first: it may be why the action is refused.
-            self.drain();
-            if let Err(e) = r {
-                let mut ev = Event::new(now, EventKind::ActionRejected, "");
-                ev.action = Some(serde_json::to_value(&a).expect("action serialises"));
-                ev.error = Some(StatusError {
-                    code: e.code.to_string(),
-                    message: e.message.clone(),
-                });
-                self.events.push(ev);
-            }
-            self.drain();
-        }
-        self.engine.handle_timeout(now);
-        self.drain();
-        let status = self.engine.run_status(&self.run).expect("run");
-        self.log
-            .push(serde_json::to_string(&status).expect("status serialises"));
+        out
+    }
+    fn next_wakeup(&mut self) -> Option<Timestamp> {
         let wake = self.engine.poll_timeout();
         self.log.push(format!("wakeup {wake:?}"));
-        let finished = self.engine.run_state(&self.run).is_some_and(|s| {
-            matches!(
-                s,
-                State::Completed | State::Failed | State::Skipped | State::Stopped
-            )
-        }) && self.fleet.idle();
-        let actions_left = self.next_action < self.actions.len();
-        if finished && !actions_left {
-            self.done = true;
-            return false;
-        }
-        let next = [
-            wake.map(|w| w.at),
-            self.fleet.next_completion(),
-            self.actions.get(self.next_action).map(|a| a.at),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        match next {
-            Some(t) if t <= self.until => {
-                self.now = t.max(now);
-                true
-            }
-            _ => {
-                self.done = true;
-                false
-            }
-        }
+        wake.map(|w| w.at)
     }
+    fn run_state(&mut self, run: &str) -> Option<State> {
+        self.engine.run_state(run)
+    }
+    fn run_status(&mut self, run: &str) -> Result<RunStatus, waverun_core::Error> {
+        self.engine.run_status(run)
+    }
+}
 
-    fn drain(&mut self) {
-        loop {
-            let mut approvals = Vec::new();
-            while let Some(out) = self.engine.poll_output() {
-                self.log
-                    .push(serde_json::to_string(&out).expect("output serialises"));
-                match out {
-                    waverun_core::Output::Event(mut ev) => {
-                        if ev.kind == EventKind::RunCreated {
-                            continue;
-                        }
-                        if self.auto_approve
-                            && ev.kind == EventKind::GateCreated
-                            && ev.gate_type == Some(GateType::Approval)
-                        {
-                            approvals.push(ev.gate_id.clone());
-                        }
-                        ev.run.clear();
-                        self.events.push(ev);
-                    }
-                    waverun_core::Output::Command(HostCommand::StartUpgrade(op)) => {
-                        self.fleet.submit(&op, self.now)
-                    }
-                }
-            }
-            if approvals.is_empty() {
-                return;
-            }
-            for id in approvals {
-                let cmd = Command::CompleteGate {
-                    run: self.run.clone(),
-                    gate: GateSelector {
-                        id,
-                        stage: None,
-                        group: None,
-                        timing: None,
-                    },
-                    by: Some("autoApprove".to_string()),
-                };
-                let r = self.engine.handle_input(self.now, Input::Command(cmd));
-                self.log.push(format!("approve {r:?}"));
-            }
-        }
-    }
+type Driver = Simulation<Logged>;
 
-    fn run_to_end(&mut self) -> usize {
-        let mut steps = 0;
-        while self.step() {
-            steps += 1;
-            assert!(steps <= MAX_STEPS, "driver ran more than {MAX_STEPS} steps");
-        }
-        steps
+fn driver(sc: &Scenario) -> Driver {
+    let logged = Logged {
+        engine: Engine::new(sc.start),
+        log: Vec::new(),
+    };
+    Simulation::with_engine(sc, logged).expect("a valid scenario")
+}
+
+/// One step, then the run's status into the log.
+fn logged_step(d: &mut Driver, run: &str) -> bool {
+    let more = d.step();
+    let status = d.driver().engine.run_status(run).expect("run");
+    let line = serde_json::to_string(&status).expect("status serialises");
+    d.driver().log.push(line);
+    more
+}
+
+fn run_logged_to_end(d: &mut Driver, run: &str) -> usize {
+    let mut steps = 0;
+    while logged_step(d, run) {
+        steps += 1;
+        assert!(steps <= MAX_STEPS, "driver ran more than {MAX_STEPS} steps");
     }
+    steps
 }
 
 // ============================================================================ properties
@@ -2771,39 +2667,38 @@ proptest! {
     #[test]
     fn snapshot_restore_gives_the_same_future(sc in scenario(), fork in any::<Index>()) {
         prop_assume!(sc.validate().is_ok());
-        let mut whole = Driver::new(&sc);
-        let steps = whole.run_to_end();
+        let run = sc.run.name.clone();
+        let mut whole = driver(&sc);
+        let steps = run_logged_to_end(&mut whole, &run);
         let sim = simulate(&sc).expect("valid");
-        if whole.events != sim.timeline {
-            let i = whole.events.iter().zip(&sim.timeline).position(|(x, y)| x != y)
-                .unwrap_or(whole.events.len().min(sim.timeline.len()));
-            prop_assert!(false, "the test's driver no longer mimics the simulator (update Driver::step) at event {}:\n driver    {:?}\n simulator {:?}\nscenario:\n{}",
-                i, whole.events.get(i).map(describe), sim.timeline.get(i).map(describe), counterexample(&sc));
-        }
+        prop_assert!(whole.timeline() == sim.timeline.as_slice(),
+            "a logged engine changes the simulation\nscenario:\n{}", counterexample(&sc));
 
-        let mut a = Driver::new(&sc);
+        let mut a = driver(&sc);
         for _ in 0..fork.index(steps + 1) {
-            a.step();
+            logged_step(&mut a, &run);
         }
         // Leave outputs undrained: the snapshot must keep them.
-        a.engine.handle_timeout(a.now);
-        let snap = a.engine.snapshot();
+        let now = a.now();
+        a.driver().engine.handle_timeout(now);
+        let snap = a.driver().engine.snapshot();
         let restored = Engine::restore(&snap).expect("snapshot restores");
         prop_assert!(restored.snapshot() == snap, "restore(snapshot).snapshot() differs");
         let mut b = a.clone();
-        b.engine = restored;
-        a.log.clear();
-        b.log.clear();
+        b.driver().engine = restored;
+        a.driver().log.clear();
+        b.driver().log.clear();
         a.drain();
         b.drain();
-        a.run_to_end();
-        b.run_to_end();
-        if a.log != b.log {
-            let i = a.log.iter().zip(&b.log).position(|(x, y)| x != y).unwrap_or(a.log.len().min(b.log.len()));
+        run_logged_to_end(&mut a, &run);
+        run_logged_to_end(&mut b, &run);
+        let (la, lb) = (&a.driver().log.clone(), &b.driver().log.clone());
+        if la != lb {
+            let i = la.iter().zip(lb).position(|(x, y)| x != y).unwrap_or(la.len().min(lb.len()));
             prop_assert!(false, "restored engine diverges at output {}:\n original {:?}\n restored {:?}\nscenario:\n{}",
-                i, a.log.get(i), b.log.get(i), counterexample(&sc));
+                i, la.get(i), lb.get(i), counterexample(&sc));
         }
-        prop_assert!(a.engine.snapshot() == b.engine.snapshot(), "final snapshots differ");
+        prop_assert!(a.driver().engine.snapshot() == b.driver().engine.snapshot(), "final snapshots differ");
     }
 }
 

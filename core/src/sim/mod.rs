@@ -16,6 +16,9 @@ pub use fleet::SimulatedFleet;
 pub use scenario::{Action, ActionKind, Behavior, GateRef, Scenario, ScenarioMember, ScenarioRun};
 pub use text::render_text;
 
+pub use crate::drive::EngineDriver;
+
+use crate::drive::{deliver, Surroundings};
 use crate::engine::{Command, Engine, GateSelector, Input};
 use crate::error::Error;
 use crate::event::{Event, EventKind, HostCommand, Output};
@@ -73,53 +76,58 @@ pub fn simulate(scenario: &Scenario) -> Result<SimulationReport, Error> {
     Ok(sim.report())
 }
 
-/// An engine as the simulator drives it: the native [`Engine`], or the same engine behind a
-/// WebAssembly boundary (the plugin in wasmtime, the browser package), so every host can be
-/// checked to make identical decisions.
-pub trait EngineDriver {
-    /// [`Engine::handle_input`].
-    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error>;
-    /// [`Engine::poll_output`].
-    fn poll_output(&mut self) -> Option<Output>;
-    /// The time of [`Engine::poll_timeout`].
-    fn next_wakeup(&mut self) -> Option<Timestamp>;
-    /// [`Engine::run_state`].
-    fn run_state(&mut self, run: &str) -> Option<State>;
-    /// [`Engine::run_status`].
-    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error>;
-}
-
-impl EngineDriver for Engine {
-    fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
-        Engine::handle_input(self, now, input)
-    }
-    fn poll_output(&mut self) -> Option<Output> {
-        Engine::poll_output(self)
-    }
-    fn next_wakeup(&mut self) -> Option<Timestamp> {
-        self.poll_timeout().map(|w| w.at)
-    }
-    fn run_state(&mut self, run: &str) -> Option<State> {
-        Engine::run_state(self, run)
-    }
-    fn run_status(&mut self, run: &str) -> Result<RunStatus, Error> {
-        Engine::run_status(self, run)
-    }
-}
-
 /// A simulation in progress; [`simulate`] runs one to the end. Tests use [`Simulation::step`]
 /// to check invariants after every step.
+#[derive(Clone)]
 pub struct Simulation<E: EngineDriver = Engine> {
     engine: E,
-    fleet: SimulatedFleet,
+    world: World,
     actions: Vec<Action>,
     next_action: usize,
-    auto_approve: bool,
-    run: String,
     until: Timestamp,
     now: Timestamp,
-    timeline: Vec<Event>,
     done: bool,
+}
+
+/// The engine's surroundings in a simulation: the simulated fleet takes the upgrades, the
+/// timeline records the events, and with `autoApprove` every Approval gate is approved as soon
+/// as it is created.
+#[derive(Clone)]
+struct World {
+    fleet: SimulatedFleet,
+    auto_approve: bool,
+    run: String,
+    timeline: Vec<Event>,
+}
+
+impl Surroundings for World {
+    fn output(&mut self, now: Timestamp, output: Output, answers: &mut Vec<Input>) {
+        match output {
+            Output::Event(mut ev) => {
+                if ev.kind == EventKind::RunCreated {
+                    return;
+                }
+                if self.auto_approve
+                    && ev.kind == EventKind::GateCreated
+                    && ev.gate_type == Some(GateType::Approval)
+                {
+                    answers.push(Input::Command(Command::CompleteGate {
+                        run: self.run.clone(),
+                        gate: GateSelector {
+                            id: ev.gate_id.clone(),
+                            stage: None,
+                            group: None,
+                            timing: None,
+                        },
+                        by: Some("autoApprove".to_string()),
+                    }));
+                }
+                ev.run.clear();
+                self.timeline.push(ev);
+            }
+            Output::Command(HostCommand::StartUpgrade(op)) => self.fleet.submit(&op, now),
+        }
+    }
 }
 
 impl Simulation<Engine> {
@@ -148,14 +156,16 @@ impl<E: EngineDriver> Simulation<E> {
         }
         let mut sim = Simulation {
             engine,
-            fleet: SimulatedFleet::new(scenario),
+            world: World {
+                fleet: SimulatedFleet::new(scenario),
+                auto_approve: scenario.auto_approve,
+                run: scenario.run.name.clone(),
+                timeline: Vec::new(),
+            },
             actions: scenario.actions.clone(),
             next_action: 0,
-            auto_approve: scenario.auto_approve,
-            run: scenario.run.name.clone(),
             until: scenario.horizon(),
             now: start,
-            timeline: Vec::new(),
             done: false,
         };
         // Creation events are bookkeeping, not part of the run's timeline.
@@ -170,7 +180,7 @@ impl<E: EngineDriver> Simulation<E> {
 
     /// The simulated fleet (for inspection).
     pub fn fleet(&self) -> &SimulatedFleet {
-        &self.fleet
+        &self.world.fleet
     }
 
     /// The virtual clock.
@@ -180,12 +190,18 @@ impl<E: EngineDriver> Simulation<E> {
 
     /// Events so far.
     pub fn timeline(&self) -> &[Event] {
-        &self.timeline
+        &self.world.timeline
     }
 
     /// Whether the simulation has ended.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// Hands the engine's pending outputs to the simulated world (and delivers its answers),
+    /// as after every input; for a driver whose engine was swapped between inputs.
+    pub fn drain(&mut self) {
+        crate::drive::drain(&mut self.engine, &mut self.world, self.now);
     }
 
     /// Runs until the end.
@@ -201,10 +217,14 @@ impl<E: EngineDriver> Simulation<E> {
         }
         let now = self.now;
         // 1. Upgrade results due now.
-        for obs in self.fleet.take_due(now) {
-            let r = self.engine.handle_input(now, Input::Observation(obs));
+        for obs in self.world.fleet.take_due(now) {
+            let r = deliver(
+                &mut self.engine,
+                &mut self.world,
+                now,
+                Input::Observation(obs),
+            );
             debug_assert!(r.is_ok());
-            self.drain();
         }
         // 2. Operator actions due now.
         while let Some(a) = self.actions.get(self.next_action) {
@@ -213,10 +233,14 @@ impl<E: EngineDriver> Simulation<E> {
             }
             let a = a.clone();
             self.next_action += 1;
-            let command = a.command(&self.run);
-            let result = self.engine.handle_input(now, Input::Command(command));
+            let command = a.command(&self.world.run);
             // What the input's due timers did comes first: it may be why the action is refused.
-            self.drain();
+            let result = deliver(
+                &mut self.engine,
+                &mut self.world,
+                now,
+                Input::Command(command),
+            );
             if let Err(e) = result {
                 let mut ev = Event::new(now, EventKind::ActionRejected, "");
                 ev.action = Some(serde_json::to_value(&a).expect("action serialises"));
@@ -224,20 +248,18 @@ impl<E: EngineDriver> Simulation<E> {
                     code: e.code.to_string(),
                     message: e.message.clone(),
                 });
-                self.timeline.push(ev);
+                self.world.timeline.push(ev);
             }
-            self.drain();
         }
         // 3. Engine timers due now.
-        let _ = self.engine.handle_input(now, Input::Timeout);
-        self.drain();
+        let _ = deliver(&mut self.engine, &mut self.world, now, Input::Timeout);
 
-        let finished = self.engine.run_state(&self.run).is_some_and(|s| {
+        let finished = self.engine.run_state(&self.world.run).is_some_and(|s| {
             matches!(
                 s,
                 State::Completed | State::Failed | State::Skipped | State::Stopped
             )
-        }) && self.fleet.idle();
+        }) && self.world.fleet.idle();
         let actions_left = self.next_action < self.actions.len();
         if finished && !actions_left {
             self.done = true;
@@ -245,7 +267,7 @@ impl<E: EngineDriver> Simulation<E> {
         }
         let next = [
             self.engine.next_wakeup(),
-            self.fleet.next_completion(),
+            self.world.fleet.next_completion(),
             self.actions.get(self.next_action).map(|a| a.at),
         ]
         .into_iter()
@@ -263,53 +285,11 @@ impl<E: EngineDriver> Simulation<E> {
         }
     }
 
-    fn drain(&mut self) {
-        loop {
-            let mut approvals = Vec::new();
-            while let Some(out) = self.engine.poll_output() {
-                match out {
-                    Output::Event(mut ev) => {
-                        if ev.kind == EventKind::RunCreated {
-                            continue;
-                        }
-                        if self.auto_approve
-                            && ev.kind == EventKind::GateCreated
-                            && ev.gate_type == Some(GateType::Approval)
-                        {
-                            approvals.push(ev.gate_id.clone());
-                        }
-                        ev.run.clear();
-                        self.timeline.push(ev);
-                    }
-                    Output::Command(HostCommand::StartUpgrade(op)) => {
-                        self.fleet.submit(&op, self.now)
-                    }
-                }
-            }
-            if approvals.is_empty() {
-                return;
-            }
-            for id in approvals {
-                let cmd = Command::CompleteGate {
-                    run: self.run.clone(),
-                    gate: GateSelector {
-                        id,
-                        stage: None,
-                        group: None,
-                        timing: None,
-                    },
-                    by: Some("autoApprove".to_string()),
-                };
-                let _ = self.engine.handle_input(self.now, Input::Command(cmd));
-            }
-        }
-    }
-
     /// The report as it stands.
     pub fn report(&mut self) -> SimulationReport {
         let status = self
             .engine
-            .run_status(&self.run)
+            .run_status(&self.world.run)
             .expect("the scenario's run exists");
         let (mut c, mut f, mut s, mut p) = (0, 0, 0, 0);
         for st in &status.stages {
@@ -327,7 +307,7 @@ impl<E: EngineDriver> Simulation<E> {
         let started = status.status.start_time;
         let finished = status.status.completed_time;
         SimulationReport {
-            timeline: self.timeline.clone(),
+            timeline: self.world.timeline.clone(),
             summary: Summary {
                 state: status.status.state,
                 started_at: started,
@@ -342,7 +322,7 @@ impl<E: EngineDriver> Simulation<E> {
                 members_pending: p,
             },
             run: RunReport {
-                name: self.run.clone(),
+                name: self.world.run.clone(),
                 status,
             },
         }
