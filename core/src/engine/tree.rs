@@ -1,0 +1,319 @@
+//! A run's runtime tree: the run, its stages, their groups, their members and gates, as the
+//! engine keeps them between inputs (and in a snapshot), with the lookups kept in step with it
+//! ([`RunIndex`]) and the places that name a member or gate in it ([`MemberLoc`], [`GateLoc`]).
+//! Plain data: what changes it lives in the engine's other rooms.
+
+use crate::event::Reason;
+use crate::model::{
+    GateConfig, GateTiming, Member, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy,
+    UpgradeType,
+};
+use crate::plan::{PoolImage, RunTarget, SkipReason};
+use crate::state::{NodeStatus, State, StatusError};
+use crate::window::CompiledWindow;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(super) struct MemberLoc {
+    pub(super) run: String,
+    pub(super) stage: u32,
+    pub(super) group: u32,
+    pub(super) member: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(super) struct GateLoc {
+    pub(super) stage: u32,
+    pub(super) group: Option<u32>,
+    pub(super) timing: GateTiming,
+    pub(super) index: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct MemberRecord {
+    pub(super) spec: Member,
+    pub(super) kubernetes_window: Option<CompiledWindow>,
+    pub(super) node_os_window: Option<CompiledWindow>,
+}
+
+impl MemberRecord {
+    pub(super) fn new(spec: Member) -> MemberRecord {
+        let kubernetes_window = spec
+            .maintenance
+            .kubernetes
+            .as_ref()
+            .and_then(|w| w.compile().ok());
+        let node_os_window = spec
+            .maintenance
+            .node_os
+            .as_ref()
+            .and_then(|w| w.compile().ok());
+        MemberRecord {
+            spec,
+            kubernetes_window,
+            node_os_window,
+        }
+    }
+
+    pub(super) fn window(&self, t: UpgradeType) -> Option<&CompiledWindow> {
+        match t {
+            UpgradeType::NodeImageOnly => self.node_os_window.as_ref(),
+            _ => self.kubernetes_window.as_ref(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Phase {
+    NotReached,
+    Before,
+    Body,
+    After,
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum StopCause {
+    User,
+    Failure,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct GateRt {
+    pub(super) id: Option<String>,
+    pub(super) config: GateConfig,
+    pub(super) state: State,
+    pub(super) created: Option<Timestamp>,
+    pub(super) completed: Option<Timestamp>,
+    pub(super) by: Option<String>,
+    pub(super) absolute_start: Option<Timestamp>,
+}
+
+impl GateRt {
+    pub(super) fn new(config: &GateConfig) -> GateRt {
+        GateRt {
+            id: None,
+            config: config.clone(),
+            state: State::NotStarted,
+            created: None,
+            completed: None,
+            by: None,
+            absolute_start: None,
+        }
+    }
+    pub(super) fn done(&self) -> bool {
+        matches!(self.state, State::Completed | State::Skipped)
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(super) struct Node {
+    pub(super) state: State,
+    pub(super) start: Option<Timestamp>,
+    pub(super) completed: Option<Timestamp>,
+    pub(super) error: Option<StatusError>,
+}
+
+impl Node {
+    pub(super) fn view(&self) -> NodeStatus {
+        NodeStatus {
+            state: self.state,
+            start_time: self.start,
+            completed_time: self.completed,
+            error: self.error.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct MemberRt {
+    pub(super) name: String,
+    pub(super) node: Node,
+    pub(super) message: Option<String>,
+    pub(super) operation_id: Option<String>,
+    pub(super) kubernetes_version: Option<String>,
+    pub(super) node_images: Vec<PoolImage>,
+    /// The last reported wait (dedupes MemberPending events).
+    pub(super) pending: Option<(Reason, Option<Timestamp>)>,
+    pub(super) has_window: bool,
+    #[serde(default)]
+    pub(super) skip_reason: Option<SkipReason>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct GroupRt {
+    pub(super) name: String,
+    pub(super) node: Node,
+    pub(super) phase: Phase,
+    pub(super) failure_count: u32,
+    pub(super) accepted_failures: u32,
+    pub(super) failed: bool,
+    pub(super) user_skipped: bool,
+    pub(super) max_concurrency: u32,
+    pub(super) max_allowed_failures: u32,
+    pub(super) in_flight: u32,
+    pub(super) unfinished: u32,
+    pub(super) before_gates: Vec<GateRt>,
+    pub(super) after_gates: Vec<GateRt>,
+    pub(super) members: Vec<MemberRt>,
+    /// Startable now, members with a maintenance window (considered first).
+    pub(super) ready_open: BTreeSet<u32>,
+    /// Startable now, members without a window.
+    pub(super) ready_free: BTreeSet<u32>,
+}
+
+impl GroupRt {
+    /// Whether a user skipped the group or any of its members.
+    pub(super) fn skipped_by_user(&self) -> bool {
+        self.user_skipped
+            || self
+                .members
+                .iter()
+                .any(|m| m.skip_reason == Some(SkipReason::SkippedByUser))
+    }
+
+    pub(super) fn done(&self) -> bool {
+        self.in_flight == 0 && (self.phase == Phase::Done || self.failed)
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct StageRt {
+    pub(super) name: String,
+    pub(super) node: Node,
+    pub(super) phase: Phase,
+    pub(super) failure_count: u32,
+    pub(super) accepted_failures: u32,
+    pub(super) failed: bool,
+    pub(super) user_skipped: bool,
+    pub(super) max_concurrency: u32,
+    pub(super) max_allowed_failures: u32,
+    pub(super) in_flight: u32,
+    pub(super) before_gates: Vec<GateRt>,
+    pub(super) after_gates: Vec<GateRt>,
+    pub(super) wait: Node,
+    pub(super) wait_seconds: u64,
+    pub(super) wait_until: Option<Timestamp>,
+    pub(super) groups: Vec<GroupRt>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Run {
+    pub(super) spec: UpdateRunSpec,
+    pub(super) strategy: UpdateStrategy,
+    pub(super) target: RunTarget,
+    pub(super) node: Node,
+    pub(super) failure_count: u32,
+    pub(super) accepted_failures: u32,
+    pub(super) stopping: Option<StopCause>,
+    pub(super) in_flight: u32,
+    pub(super) current: usize,
+    pub(super) stages: Vec<StageRt>,
+    pub(super) member_index: BTreeMap<String, (u32, u32, u32)>,
+    pub(super) pending_skips: Vec<SkipTarget>,
+    pub(super) member_filter: Option<BTreeSet<String>>,
+    pub(super) pinned_images: bool,
+    pub(super) retry_of: Option<String>,
+    /// Lookups by name and gate id; derived from `stages`, so not part of a snapshot
+    /// ([`Engine::restore`] rebuilds it).
+    #[serde(skip)]
+    pub(super) index: RunIndex,
+}
+
+/// Lookups into a run's tree, kept in step with it: stage and group names, created gates by id,
+/// Pending gates. Makes finding a gate (approvals) and a skip target O(log n) in the number of
+/// stages and gates, instead of a scan of the whole tree per command.
+#[derive(Clone, Debug, Default)]
+pub(super) struct RunIndex {
+    /// Stage name → stage indices (one, in a valid strategy), in order.
+    pub(super) stages: BTreeMap<String, Vec<u32>>,
+    /// Group name → (stage, group) indices (one, in a valid strategy), in order.
+    pub(super) groups: BTreeMap<String, Vec<(u32, u32)>>,
+    /// Gate id → gate, for every created gate (ids are assigned when a gate is created).
+    pub(super) gates: BTreeMap<String, GateLoc>,
+    /// Pending gates. `GateLoc`'s order (stage; its own gates before its groups'; Before
+    /// before After; index) is the tree order in which positional lookups report.
+    pub(super) pending: BTreeSet<GateLoc>,
+    /// The first stage with stage-level gates of any timing, Before, After.
+    pub(super) first_stage_gate: [Option<u32>; 3],
+}
+
+impl RunIndex {
+    pub(super) fn build(stages: &[StageRt]) -> RunIndex {
+        let mut ix = RunIndex::default();
+        for (si, s) in stages.iter().enumerate() {
+            let si = si as u32;
+            ix.stages.entry(s.name.clone()).or_default().push(si);
+            for (k, has) in [
+                !s.before_gates.is_empty() || !s.after_gates.is_empty(),
+                !s.before_gates.is_empty(),
+                !s.after_gates.is_empty(),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if has && ix.first_stage_gate[k].is_none() {
+                    ix.first_stage_gate[k] = Some(si);
+                }
+            }
+            for (gi, g) in s.groups.iter().enumerate() {
+                ix.groups
+                    .entry(g.name.clone())
+                    .or_default()
+                    .push((si, gi as u32));
+            }
+            let mut add = |group: Option<u32>, timing: GateTiming, gates: &[GateRt]| {
+                for (i, gate) in gates.iter().enumerate() {
+                    let loc = GateLoc {
+                        stage: si,
+                        group,
+                        timing,
+                        index: i as u32,
+                    };
+                    if let Some(id) = &gate.id {
+                        ix.gates.entry(id.clone()).or_insert_with(|| loc.clone());
+                    }
+                    if gate.state == State::Pending {
+                        ix.pending.insert(loc);
+                    }
+                }
+            };
+            add(None, GateTiming::Before, &s.before_gates);
+            add(None, GateTiming::After, &s.after_gates);
+            for (gi, g) in s.groups.iter().enumerate() {
+                add(Some(gi as u32), GateTiming::Before, &g.before_gates);
+                add(Some(gi as u32), GateTiming::After, &g.after_gates);
+            }
+        }
+        ix
+    }
+
+    /// The first stage (in order) named `name`.
+    pub(super) fn stage(&self, name: &str) -> Option<usize> {
+        self.stages
+            .get(name)
+            .and_then(|v| v.first())
+            .map(|s| *s as usize)
+    }
+
+    /// The first group (in order) named `name`.
+    pub(super) fn group(&self, name: &str) -> Option<(usize, usize)> {
+        self.groups
+            .get(name)
+            .and_then(|v| v.first())
+            .map(|(s, g)| (*s as usize, *g as usize))
+    }
+}
+
+impl Run {
+    pub(super) fn started(&self) -> bool {
+        self.node.state != State::NotStarted
+    }
+    pub(super) fn active(&self) -> bool {
+        matches!(
+            self.node.state,
+            State::Running | State::Pending | State::Stopping
+        )
+    }
+}
