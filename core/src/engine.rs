@@ -13,12 +13,12 @@ use crate::event::{
     Event, EventKind, HostCommand, Output, Reason, UpgradeOperation, WakeReason, Wakeup,
 };
 use crate::model::{
-    Freeze, GateConfig, GateTiming, GateType, Member, NodeImageSelectionType, NodePool,
+    Freeze, GateConfig, GateTiming, GateType, Member, NodeImageSelectionType, NodePool, PoolImage,
     ReleaseCatalog, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy, UpgradeType,
 };
 use crate::plan::{
     self, assign, decide, default_strategy, group_limits, group_name, select_consistent,
-    stage_limits, Decision, PoolImage, RunTarget, SkipReason,
+    stage_limits, Decision, RunTarget, SkipReason,
 };
 use crate::state::{
     GateStatus, GroupStatus, MemberStatus, NodeImageSelectionStatus, NodeStatus, RunStatus,
@@ -1876,7 +1876,7 @@ impl Engine {
                     m.message = Some(format!(
                         "fleet freeze \"{}\" until {}",
                         f.name,
-                        crate::fmt_time(f.end)
+                        crate::time::fmt_time(f.end)
                     ));
                     let mut ev = member_event(
                         now,
@@ -2047,7 +2047,10 @@ impl Engine {
                     }
                     let msg = match next {
                         Some(t) => {
-                            format!("maintenance window closed; opens {}", crate::fmt_time(t))
+                            format!(
+                                "maintenance window closed; opens {}",
+                                crate::time::fmt_time(t)
+                            )
                         }
                         None => "maintenance window never opens again".to_string(),
                     };

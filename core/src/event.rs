@@ -1,8 +1,8 @@
 //! What the engine emits: events (every state change, in the scenario-format vocabulary),
 //! commands for the host (cluster calls to make) and the next wakeup.
 
-use crate::model::{GateTiming, GateType, ProviderRef, Timestamp, UpgradeType};
-use crate::plan::PoolImage;
+use crate::model::{GateTiming, GateType, PoolImage, ProviderRef, Timestamp, UpgradeType};
+pub use crate::state::Reason;
 use crate::state::StatusError;
 use serde::{Deserialize, Serialize};
 
@@ -43,39 +43,6 @@ pub enum EventKind {
     MemberSkipped,
     /// Not emitted by the engine: simulators and hosts record refused actions with it.
     ActionRejected,
-}
-
-/// Why something waits or was skipped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Reason {
-    /// The member's maintenance window is closed.
-    MaintenanceWindow,
-    /// The target version or image is not available in the member's region yet.
-    VersionNotInRegion,
-    /// A fleet freeze is in force.
-    Freeze,
-    /// Another run holds the member (one upgrade authority).
-    Lease,
-    /// Concurrency limits are full.
-    Concurrency,
-    /// A gate is pending.
-    Gate,
-    /// The after-stage wait is running.
-    AfterStageWait,
-    /// The run is stopping or stopped.
-    Stop,
-    /// Earlier stages or groups are not finished.
-    PreviousStage,
-    /// Members are still running.
-    Members,
-    /// Already at target: nothing to do.
-    AlreadyAtTarget,
-    /// Consistent selection found no image for one of the member's pools.
-    NoConsistentImage,
-    /// A user skipped it (or its group / stage).
-    SkippedByUser,
-    /// A failure threshold was exceeded.
-    FailureThresholdExceeded,
 }
 
 /// One state change.

@@ -10,9 +10,10 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::de::DeserializeOwned;
-use waverun_core::plan::{Plan, PoolImage};
+use waverun_core::plan::Plan;
 use waverun_core::sim::{Scenario, Simulation};
 use waverun_core::state::{GroupStatus, MemberStatus, StageStatus};
+use waverun_core::PoolImage;
 use waverun_core::{
     validate, Command, Engine, Error, ErrorCode, Event, Freeze, GateSelector, GateTiming,
     HostCommand, Input, ManagedClusterUpdate, Member, Observation, Output, Reason, ReleaseCatalog,

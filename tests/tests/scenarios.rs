@@ -558,9 +558,9 @@ fn members_start_by_window_priority_and_never_outside_their_window() {
 mod helpers {
     use std::collections::BTreeMap;
     use std::path::PathBuf;
-    use waverun_core::plan::PoolImage;
     use waverun_core::sim::{simulate, Scenario, SimulationReport};
     use waverun_core::state::{GroupStatus, MemberStatus, StageStatus};
+    use waverun_core::PoolImage;
     use waverun_core::{Event, EventKind, Timestamp};
 
     pub use waverun_core::fmt_time;

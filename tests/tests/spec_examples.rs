@@ -1135,9 +1135,9 @@ fn window_is_inactive_before_its_start_date_and_intervals_count_from_it() {
 mod helpers {
     use serde_json::{json, Value};
     use std::collections::BTreeMap;
-    use waverun_core::plan::PoolImage;
     use waverun_core::sim::{simulate, Scenario, Simulation, SimulationReport};
     use waverun_core::state::{GroupStatus, MemberStatus, StageStatus};
+    use waverun_core::PoolImage;
     use waverun_core::{Event, EventKind, RunStatus, Timestamp};
 
     pub use waverun_core::fmt_time;

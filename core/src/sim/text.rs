@@ -2,8 +2,8 @@
 
 use super::SimulationReport;
 use crate::event::Event;
-use crate::fmt_time;
 use crate::state::{GateStatus, NodeStatus};
+use crate::time::fmt_time;
 use std::fmt::Write;
 
 /// Renders a report for a terminal.
