@@ -131,7 +131,9 @@ pub mod window;
 
 pub use engine::{Command, Engine, GateSelector, Input, Observation};
 pub use error::{Error, ErrorCode, FieldError};
-pub use event::{Event, EventKind, HostCommand, Output, UpgradeOperation, WakeReason, Wakeup};
+pub use event::{
+    Event, EventKind, Fact, HostCommand, Output, UpgradeOperation, WakeReason, Wakeup,
+};
 pub use model::*;
 pub use state::{Reason, RunStatus, State};
 pub use time::fmt_time;

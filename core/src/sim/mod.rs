@@ -18,7 +18,7 @@ pub use text::render_text;
 
 use crate::engine::{Command, Engine, GateSelector, Input};
 use crate::error::Error;
-use crate::event::{Event, EventKind, HostCommand, Output};
+use crate::event::{Event, Fact, HostCommand, Output};
 use crate::model::{GateType, Timestamp};
 use crate::state::{RunStatus, State};
 use serde::{Deserialize, Serialize};
@@ -218,13 +218,14 @@ impl<E: EngineDriver> Simulation<E> {
             // What the input's due timers did comes first: it may be why the action is refused.
             self.drain();
             if let Err(e) = result {
-                let mut ev = Event::new(now, EventKind::ActionRejected, "");
-                ev.action = Some(serde_json::to_value(&a).expect("action serialises"));
-                ev.error = Some(crate::state::StatusError {
-                    code: e.code.to_string(),
-                    message: e.message.clone(),
-                });
-                self.timeline.push(ev);
+                let fact = Fact::ActionRejected {
+                    action: serde_json::to_value(&a).expect("action serialises"),
+                    error: crate::state::StatusError {
+                        code: e.code.to_string(),
+                        message: e.message.clone(),
+                    },
+                };
+                self.timeline.push(Event::new(now, "", fact));
             }
             self.drain();
         }
@@ -269,14 +270,18 @@ impl<E: EngineDriver> Simulation<E> {
             while let Some(out) = self.engine.poll_output() {
                 match out {
                     Output::Event(mut ev) => {
-                        if ev.kind == EventKind::RunCreated {
+                        if ev.fact == Fact::RunCreated {
                             continue;
                         }
-                        if self.auto_approve
-                            && ev.kind == EventKind::GateCreated
-                            && ev.gate_type == Some(GateType::Approval)
+                        if let Fact::GateCreated {
+                            gate_type: GateType::Approval,
+                            gate_id,
+                            ..
+                        } = &ev.fact
                         {
-                            approvals.push(ev.gate_id.clone());
+                            if self.auto_approve {
+                                approvals.push(Some(gate_id.clone()));
+                            }
                         }
                         ev.run.clear();
                         self.timeline.push(ev);
