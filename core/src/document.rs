@@ -71,6 +71,19 @@ pub fn from_json_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     from_json(text).map_err(|(path, message)| Error::invalid(vec![FieldError::new(path, message)]))
 }
 
+// Scenario parsing lives here (not in `sim`), so that `sim` does not import this module back.
+impl Scenario {
+    /// Parses a scenario from JSON text (closed schema, strict types: see [`crate::document`]).
+    pub fn from_json(text: &str) -> Result<Scenario, Error> {
+        from_json_str(text)
+    }
+
+    /// Parses a scenario from YAML or JSON text.
+    pub fn from_text(text: &str, format: Format) -> Result<Scenario, Error> {
+        from_str(text, format)
+    }
+}
+
 /// What a file given to `waverun validate` holds.
 #[derive(Debug)]
 pub enum Document {

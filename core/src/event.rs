@@ -1,8 +1,8 @@
 //! What the engine emits: events (every state change, in the scenario-format vocabulary),
 //! commands for the host (cluster calls to make) and the next wakeup.
 
-use crate::model::{GateTiming, GateType, ProviderRef, Timestamp, UpgradeType};
-use crate::plan::PoolImage;
+use crate::model::{GateTiming, GateType, PoolImage, ProviderRef, Timestamp, UpgradeType};
+pub use crate::state::Reason;
 use crate::state::StatusError;
 use serde::{Deserialize, Serialize};
 
@@ -45,104 +45,408 @@ pub enum EventKind {
     ActionRejected,
 }
 
-/// Why something waits or was skipped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Reason {
-    /// The member's maintenance window is closed.
-    MaintenanceWindow,
-    /// The target version or image is not available in the member's region yet.
-    VersionNotInRegion,
-    /// A fleet freeze is in force.
-    Freeze,
-    /// Another run holds the member (one upgrade authority).
-    Lease,
-    /// Concurrency limits are full.
-    Concurrency,
-    /// A gate is pending.
-    Gate,
-    /// The after-stage wait is running.
-    AfterStageWait,
-    /// The run is stopping or stopped.
-    Stop,
-    /// Earlier stages or groups are not finished.
-    PreviousStage,
-    /// Members are still running.
-    Members,
-    /// Already at target: nothing to do.
-    AlreadyAtTarget,
-    /// Consistent selection found no image for one of the member's pools.
-    NoConsistentImage,
-    /// A user skipped it (or its group / stage).
-    SkippedByUser,
-    /// A failure threshold was exceeded.
-    FailureThresholdExceeded,
-}
-
-/// One state change.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// One state change: when, in which run, and the fact itself.
+///
+/// On the wire an event is one flat JSON object: `at`, `kind`, `run` (left out when empty),
+/// then the fact's fields, always in the order `stage, group, member, reason, until, gateType,
+/// timing, gateId, kubernetesVersion, nodeImages, operationId, error, message, by, action`;
+/// a field without a value (`None`, an empty `nodeImages`) is left out. Reading refuses unknown
+/// fields, fields the kind does not have and missing fields it requires.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
     /// When it happened.
     pub at: Timestamp,
-    /// What happened.
-    pub kind: EventKind,
     /// The run (empty in single-run timelines).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub run: String,
-    /// Stage, where it applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<String>,
-    /// Group, where it applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
-    /// Member, where it applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub member: Option<String>,
-    /// Why (pending / skipped / stopping).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Reason>,
-    /// Until when, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<Timestamp>,
-    /// Gate kind (gate events).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_type: Option<GateType>,
-    /// Gate timing (gate events).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timing: Option<GateTiming>,
-    /// Gate id (gate events).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_id: Option<String>,
-    /// Target control plane (MemberStarted).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubernetes_version: Option<String>,
-    /// Target images per pool (MemberStarted).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub node_images: Vec<PoolImage>,
-    /// Operation id (member events).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation_id: Option<String>,
-    /// Error (failures).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<StatusError>,
-    /// Human-readable detail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Who acted (gate approvals).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub by: Option<String>,
-    /// The refused action (ActionRejected).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<serde_json::Value>,
+    /// What happened, with exactly the details of that kind of event.
+    pub fact: Fact,
+}
+
+/// What happened: one variant per [`EventKind`], each with the fields that kind carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fact {
+    /// A run was created.
+    RunCreated,
+    /// A run's spec was replaced.
+    RunUpdated,
+    /// A run was deleted.
+    RunDeleted,
+    /// A run started.
+    RunStarted {
+        /// `retry of run X` for a retry run.
+        message: Option<String>,
+    },
+    /// A stopped or failed run resumed.
+    RunResumed,
+    /// Every stage finished.
+    RunCompleted,
+    /// Every stage was skipped.
+    RunSkipped,
+    /// The run drains: no new work, upgrades in flight finish.
+    RunStopping {
+        /// [`Reason::Stop`] (a user) or [`Reason::FailureThresholdExceeded`].
+        reason: Reason,
+    },
+    /// A user's stop is complete.
+    RunStopped {
+        /// The run's error, if it has one.
+        error: Option<StatusError>,
+    },
+    /// A failure stop is complete.
+    RunFailed {
+        /// The run's error, if it has one.
+        error: Option<StatusError>,
+    },
+    /// A stage started.
+    StageStarted {
+        /// The stage.
+        stage: String,
+    },
+    /// A stage finished.
+    StageCompleted {
+        /// The stage.
+        stage: String,
+    },
+    /// A stage's failure threshold was exceeded (or one of its groups failed).
+    StageFailed {
+        /// The stage.
+        stage: String,
+        /// [`Reason::FailureThresholdExceeded`].
+        reason: Reason,
+        /// Why.
+        message: String,
+    },
+    /// A stage was skipped.
+    StageSkipped {
+        /// The stage.
+        stage: String,
+        /// [`Reason::SkippedByUser`] or [`Reason::AlreadyAtTarget`].
+        reason: Reason,
+    },
+    /// The run stopped while in this stage.
+    StageStopped {
+        /// The stage.
+        stage: String,
+    },
+    /// A group started.
+    GroupStarted {
+        /// Its stage.
+        stage: String,
+        /// The group.
+        group: String,
+    },
+    /// A group finished.
+    GroupCompleted {
+        /// Its stage.
+        stage: String,
+        /// The group.
+        group: String,
+    },
+    /// A group's failure threshold was exceeded.
+    GroupFailed {
+        /// Its stage.
+        stage: String,
+        /// The group.
+        group: String,
+        /// [`Reason::FailureThresholdExceeded`].
+        reason: Reason,
+        /// Why.
+        message: String,
+    },
+    /// A group was skipped.
+    GroupSkipped {
+        /// Its stage.
+        stage: String,
+        /// The group.
+        group: String,
+        /// [`Reason::SkippedByUser`] or [`Reason::AlreadyAtTarget`].
+        reason: Reason,
+    },
+    /// The run stopped while the group was unfinished.
+    GroupStopped {
+        /// Its stage.
+        stage: String,
+        /// The group.
+        group: String,
+    },
+    /// A gate became Pending.
+    GateCreated {
+        /// Its stage.
+        stage: String,
+        /// Its group (none for a stage's gate).
+        group: Option<String>,
+        /// When a scheduled-start gate opens.
+        until: Option<Timestamp>,
+        /// Gate kind.
+        gate_type: GateType,
+        /// Before or after.
+        timing: GateTiming,
+        /// Gate id.
+        gate_id: String,
+        /// The gate's display name.
+        message: Option<String>,
+    },
+    /// A gate was approved or opened on schedule.
+    GateCompleted {
+        /// Its stage.
+        stage: String,
+        /// Its group (none for a stage's gate).
+        group: Option<String>,
+        /// Gate kind.
+        gate_type: GateType,
+        /// Before or after.
+        timing: GateTiming,
+        /// Gate id.
+        gate_id: String,
+        /// Who: the approver (`user` if unnamed) or `schedule`.
+        by: String,
+    },
+    /// A Pending gate was skipped (with its group or stage).
+    GateSkipped {
+        /// Its stage.
+        stage: String,
+        /// Its group (none for a stage's gate).
+        group: Option<String>,
+        /// Gate kind.
+        gate_type: GateType,
+        /// Before or after.
+        timing: GateTiming,
+        /// Gate id.
+        gate_id: String,
+    },
+    /// A stage's after-stage wait started.
+    AfterStageWaitStarted {
+        /// The stage.
+        stage: String,
+        /// When it ends.
+        until: Timestamp,
+    },
+    /// A stage's after-stage wait ended.
+    AfterStageWaitCompleted {
+        /// The stage.
+        stage: String,
+    },
+    /// A user skipped a stage's after-stage wait.
+    AfterStageWaitSkipped {
+        /// The stage.
+        stage: String,
+        /// [`Reason::SkippedByUser`].
+        reason: Reason,
+    },
+    /// A member is blocked (window, release, freeze, lease...).
+    MemberPending {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: String,
+        /// The member.
+        member: String,
+        /// What blocks it.
+        reason: Reason,
+        /// Until when, when known.
+        until: Option<Timestamp>,
+        /// Details (none for a freeze).
+        message: Option<String>,
+    },
+    /// A member upgrade started (a [`HostCommand::StartUpgrade`] follows).
+    MemberStarted {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: String,
+        /// The member.
+        member: String,
+        /// Target control plane, when it moves.
+        kubernetes_version: Option<String>,
+        /// Target image per pool that moves.
+        node_images: Vec<PoolImage>,
+        /// The operation id (`{run}/{member}`).
+        operation_id: String,
+        /// Details (e.g. pools kept on their image).
+        message: Option<String>,
+    },
+    /// A member upgrade succeeded.
+    MemberCompleted {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: String,
+        /// The member.
+        member: String,
+        /// The operation id.
+        operation_id: String,
+    },
+    /// A member failed: its upgrade failed, or it could not be upgraded (minor-version skip).
+    MemberFailed {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: String,
+        /// The member.
+        member: String,
+        /// The operation id, when an upgrade was started.
+        operation_id: Option<String>,
+        /// What went wrong.
+        error: StatusError,
+    },
+    /// A member was skipped (nothing to do, no consistent image, a user).
+    MemberSkipped {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: String,
+        /// The member.
+        member: String,
+        /// Why.
+        reason: Reason,
+        /// Details.
+        message: Option<String>,
+    },
+    /// Not emitted by the engine: simulators and hosts record refused actions with it.
+    ActionRejected {
+        /// The refused action.
+        action: serde_json::Value,
+        /// Why it was refused.
+        error: StatusError,
+    },
+}
+
+impl Fact {
+    /// The kind of this fact.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Fact::RunCreated => EventKind::RunCreated,
+            Fact::RunUpdated => EventKind::RunUpdated,
+            Fact::RunDeleted => EventKind::RunDeleted,
+            Fact::RunStarted { .. } => EventKind::RunStarted,
+            Fact::RunResumed => EventKind::RunResumed,
+            Fact::RunCompleted => EventKind::RunCompleted,
+            Fact::RunSkipped => EventKind::RunSkipped,
+            Fact::RunStopping { .. } => EventKind::RunStopping,
+            Fact::RunStopped { .. } => EventKind::RunStopped,
+            Fact::RunFailed { .. } => EventKind::RunFailed,
+            Fact::StageStarted { .. } => EventKind::StageStarted,
+            Fact::StageCompleted { .. } => EventKind::StageCompleted,
+            Fact::StageFailed { .. } => EventKind::StageFailed,
+            Fact::StageSkipped { .. } => EventKind::StageSkipped,
+            Fact::StageStopped { .. } => EventKind::StageStopped,
+            Fact::GroupStarted { .. } => EventKind::GroupStarted,
+            Fact::GroupCompleted { .. } => EventKind::GroupCompleted,
+            Fact::GroupFailed { .. } => EventKind::GroupFailed,
+            Fact::GroupSkipped { .. } => EventKind::GroupSkipped,
+            Fact::GroupStopped { .. } => EventKind::GroupStopped,
+            Fact::GateCreated { .. } => EventKind::GateCreated,
+            Fact::GateCompleted { .. } => EventKind::GateCompleted,
+            Fact::GateSkipped { .. } => EventKind::GateSkipped,
+            Fact::AfterStageWaitStarted { .. } => EventKind::AfterStageWaitStarted,
+            Fact::AfterStageWaitCompleted { .. } => EventKind::AfterStageWaitCompleted,
+            Fact::AfterStageWaitSkipped { .. } => EventKind::AfterStageWaitSkipped,
+            Fact::MemberPending { .. } => EventKind::MemberPending,
+            Fact::MemberStarted { .. } => EventKind::MemberStarted,
+            Fact::MemberCompleted { .. } => EventKind::MemberCompleted,
+            Fact::MemberFailed { .. } => EventKind::MemberFailed,
+            Fact::MemberSkipped { .. } => EventKind::MemberSkipped,
+            Fact::ActionRejected { .. } => EventKind::ActionRejected,
+        }
+    }
 }
 
 impl Event {
-    /// A bare event of `kind` for `run` at `at`.
-    pub fn new(at: Timestamp, kind: EventKind, run: &str) -> Event {
+    /// `fact` for `run` at `at`.
+    pub fn new(at: Timestamp, run: &str, fact: Fact) -> Event {
         Event {
             at,
-            kind,
             run: run.to_string(),
+            fact,
+        }
+    }
+
+    /// What happened.
+    pub fn kind(&self) -> EventKind {
+        self.fact.kind()
+    }
+
+    /// The stage, for stage, group, gate, wait and member events.
+    pub fn stage(&self) -> Option<&str> {
+        self.fields().stage
+    }
+
+    /// The group, for group and member events and a group's gate events.
+    pub fn group(&self) -> Option<&str> {
+        self.fields().group
+    }
+
+    /// The member, for member events.
+    pub fn member(&self) -> Option<&str> {
+        self.fields().member
+    }
+
+    /// Why (pending, skipped, failed, stopping).
+    pub fn reason(&self) -> Option<Reason> {
+        self.fields().reason
+    }
+
+    /// Until when (a pending member, a scheduled gate, an after-stage wait), when known.
+    pub fn until(&self) -> Option<Timestamp> {
+        self.fields().until
+    }
+
+    /// The gate's kind (gate events).
+    pub fn gate_type(&self) -> Option<GateType> {
+        self.fields().gate_type
+    }
+
+    /// The gate's timing (gate events).
+    pub fn timing(&self) -> Option<GateTiming> {
+        self.fields().timing
+    }
+
+    /// The gate's id (gate events).
+    pub fn gate_id(&self) -> Option<&str> {
+        self.fields().gate_id
+    }
+
+    /// The target control plane (`MemberStarted`, when it moves).
+    pub fn kubernetes_version(&self) -> Option<&str> {
+        self.fields().kubernetes_version
+    }
+
+    /// The target images per pool (`MemberStarted`); empty for other kinds.
+    pub fn node_images(&self) -> &[PoolImage] {
+        self.fields().node_images
+    }
+
+    /// The operation id (member upgrade events).
+    pub fn operation_id(&self) -> Option<&str> {
+        self.fields().operation_id
+    }
+
+    /// The error (failures, a refused action).
+    pub fn error(&self) -> Option<&StatusError> {
+        self.fields().error
+    }
+
+    /// The human-readable detail.
+    pub fn message(&self) -> Option<&str> {
+        self.fields().message
+    }
+
+    /// Who completed a gate.
+    pub fn by(&self) -> Option<&str> {
+        self.fields().by
+    }
+
+    /// The refused action (`ActionRejected`).
+    pub fn action(&self) -> Option<&serde_json::Value> {
+        self.fields().action
+    }
+
+    /// The flat view: every field, in wire order, `None` where the kind has none.
+    fn fields(&self) -> Fields<'_> {
+        let mut f = Fields {
+            at: &self.at,
+            kind: self.kind(),
+            run: &self.run,
             stage: None,
             group: None,
             member: None,
@@ -152,13 +456,470 @@ impl Event {
             timing: None,
             gate_id: None,
             kubernetes_version: None,
-            node_images: Vec::new(),
+            node_images: &[],
             operation_id: None,
             error: None,
             message: None,
             by: None,
             action: None,
+        };
+        match &self.fact {
+            Fact::RunCreated
+            | Fact::RunUpdated
+            | Fact::RunDeleted
+            | Fact::RunResumed
+            | Fact::RunCompleted
+            | Fact::RunSkipped => {}
+            Fact::RunStarted { message } => f.message = message.as_deref(),
+            Fact::RunStopping { reason } => f.reason = Some(*reason),
+            Fact::RunStopped { error } | Fact::RunFailed { error } => f.error = error.as_ref(),
+            Fact::StageStarted { stage }
+            | Fact::StageCompleted { stage }
+            | Fact::StageStopped { stage }
+            | Fact::AfterStageWaitCompleted { stage } => f.stage = Some(stage),
+            Fact::StageFailed {
+                stage,
+                reason,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.reason = Some(*reason);
+                f.message = Some(message);
+            }
+            Fact::StageSkipped { stage, reason }
+            | Fact::AfterStageWaitSkipped { stage, reason } => {
+                f.stage = Some(stage);
+                f.reason = Some(*reason);
+            }
+            Fact::GroupStarted { stage, group }
+            | Fact::GroupCompleted { stage, group }
+            | Fact::GroupStopped { stage, group } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+            }
+            Fact::GroupFailed {
+                stage,
+                group,
+                reason,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.reason = Some(*reason);
+                f.message = Some(message);
+            }
+            Fact::GroupSkipped {
+                stage,
+                group,
+                reason,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.reason = Some(*reason);
+            }
+            Fact::GateCreated {
+                stage,
+                group,
+                until,
+                gate_type,
+                timing,
+                gate_id,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.until = *until;
+                f.gate_type = Some(*gate_type);
+                f.timing = Some(*timing);
+                f.gate_id = Some(gate_id);
+                f.message = message.as_deref();
+            }
+            Fact::GateCompleted {
+                stage,
+                group,
+                gate_type,
+                timing,
+                gate_id,
+                by,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.gate_type = Some(*gate_type);
+                f.timing = Some(*timing);
+                f.gate_id = Some(gate_id);
+                f.by = Some(by);
+            }
+            Fact::GateSkipped {
+                stage,
+                group,
+                gate_type,
+                timing,
+                gate_id,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.gate_type = Some(*gate_type);
+                f.timing = Some(*timing);
+                f.gate_id = Some(gate_id);
+            }
+            Fact::AfterStageWaitStarted { stage, until } => {
+                f.stage = Some(stage);
+                f.until = Some(*until);
+            }
+            Fact::MemberPending {
+                stage,
+                group,
+                member,
+                reason,
+                until,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.member = Some(member);
+                f.reason = Some(*reason);
+                f.until = *until;
+                f.message = message.as_deref();
+            }
+            Fact::MemberStarted {
+                stage,
+                group,
+                member,
+                kubernetes_version,
+                node_images,
+                operation_id,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.member = Some(member);
+                f.kubernetes_version = kubernetes_version.as_deref();
+                f.node_images = node_images;
+                f.operation_id = Some(operation_id);
+                f.message = message.as_deref();
+            }
+            Fact::MemberCompleted {
+                stage,
+                group,
+                member,
+                operation_id,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.member = Some(member);
+                f.operation_id = Some(operation_id);
+            }
+            Fact::MemberFailed {
+                stage,
+                group,
+                member,
+                operation_id,
+                error,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.member = Some(member);
+                f.operation_id = operation_id.as_deref();
+                f.error = Some(error);
+            }
+            Fact::MemberSkipped {
+                stage,
+                group,
+                member,
+                reason,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = Some(group);
+                f.member = Some(member);
+                f.reason = Some(*reason);
+                f.message = message.as_deref();
+            }
+            Fact::ActionRejected { action, error } => {
+                f.action = Some(action);
+                f.error = Some(error);
+            }
         }
+        f
+    }
+}
+
+/// An event as written: every field an event may have, in wire order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Fields<'a> {
+    at: &'a Timestamp,
+    kind: EventKind,
+    #[serde(skip_serializing_if = "str_is_empty")]
+    run: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stage: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<Reason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate_type: Option<GateType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timing: Option<GateTiming>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kubernetes_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "slice_is_empty")]
+    node_images: &'a [PoolImage],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a StatusError>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a serde_json::Value>,
+}
+
+fn str_is_empty(s: &&str) -> bool {
+    s.is_empty()
+}
+
+fn slice_is_empty<T>(s: &&[T]) -> bool {
+    s.is_empty()
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.fields().serialize(s)
+    }
+}
+
+/// An event as read: every field optional but `at` and `kind`; [`Wire::into_event`] checks
+/// them against the kind.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Wire {
+    at: Timestamp,
+    kind: EventKind,
+    #[serde(default)]
+    run: String,
+    #[serde(default)]
+    stage: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    member: Option<String>,
+    #[serde(default)]
+    reason: Option<Reason>,
+    #[serde(default)]
+    until: Option<Timestamp>,
+    #[serde(default)]
+    gate_type: Option<GateType>,
+    #[serde(default)]
+    timing: Option<GateTiming>,
+    #[serde(default)]
+    gate_id: Option<String>,
+    #[serde(default)]
+    kubernetes_version: Option<String>,
+    #[serde(default)]
+    node_images: Option<Vec<PoolImage>>,
+    #[serde(default)]
+    operation_id: Option<String>,
+    #[serde(default)]
+    error: Option<StatusError>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    by: Option<String>,
+    #[serde(default)]
+    action: Option<serde_json::Value>,
+}
+
+impl Wire {
+    fn into_event<E: serde::de::Error>(mut self) -> Result<Event, E> {
+        let kind = self.kind;
+        fn need<T, E: serde::de::Error>(kind: EventKind, name: &str, v: Option<T>) -> Result<T, E> {
+            v.ok_or_else(|| E::custom(format!("a {kind:?} event needs the field `{name}`")))
+        }
+        macro_rules! need {
+            ($f:ident, $name:literal) => {
+                need(kind, $name, self.$f.take())?
+            };
+        }
+        macro_rules! opt {
+            ($f:ident) => {
+                self.$f.take()
+            };
+        }
+        let fact = match kind {
+            EventKind::RunCreated => Fact::RunCreated,
+            EventKind::RunUpdated => Fact::RunUpdated,
+            EventKind::RunDeleted => Fact::RunDeleted,
+            EventKind::RunStarted => Fact::RunStarted {
+                message: opt!(message),
+            },
+            EventKind::RunResumed => Fact::RunResumed,
+            EventKind::RunCompleted => Fact::RunCompleted,
+            EventKind::RunSkipped => Fact::RunSkipped,
+            EventKind::RunStopping => Fact::RunStopping {
+                reason: need!(reason, "reason"),
+            },
+            EventKind::RunStopped => Fact::RunStopped { error: opt!(error) },
+            EventKind::RunFailed => Fact::RunFailed { error: opt!(error) },
+            EventKind::StageStarted => Fact::StageStarted {
+                stage: need!(stage, "stage"),
+            },
+            EventKind::StageCompleted => Fact::StageCompleted {
+                stage: need!(stage, "stage"),
+            },
+            EventKind::StageFailed => Fact::StageFailed {
+                stage: need!(stage, "stage"),
+                reason: need!(reason, "reason"),
+                message: need!(message, "message"),
+            },
+            EventKind::StageSkipped => Fact::StageSkipped {
+                stage: need!(stage, "stage"),
+                reason: need!(reason, "reason"),
+            },
+            EventKind::StageStopped => Fact::StageStopped {
+                stage: need!(stage, "stage"),
+            },
+            EventKind::GroupStarted => Fact::GroupStarted {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+            },
+            EventKind::GroupCompleted => Fact::GroupCompleted {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+            },
+            EventKind::GroupFailed => Fact::GroupFailed {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                reason: need!(reason, "reason"),
+                message: need!(message, "message"),
+            },
+            EventKind::GroupSkipped => Fact::GroupSkipped {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                reason: need!(reason, "reason"),
+            },
+            EventKind::GroupStopped => Fact::GroupStopped {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+            },
+            EventKind::GateCreated => Fact::GateCreated {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                until: opt!(until),
+                gate_type: need!(gate_type, "gateType"),
+                timing: need!(timing, "timing"),
+                gate_id: need!(gate_id, "gateId"),
+                message: opt!(message),
+            },
+            EventKind::GateCompleted => Fact::GateCompleted {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                gate_type: need!(gate_type, "gateType"),
+                timing: need!(timing, "timing"),
+                gate_id: need!(gate_id, "gateId"),
+                by: need!(by, "by"),
+            },
+            EventKind::GateSkipped => Fact::GateSkipped {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                gate_type: need!(gate_type, "gateType"),
+                timing: need!(timing, "timing"),
+                gate_id: need!(gate_id, "gateId"),
+            },
+            EventKind::AfterStageWaitStarted => Fact::AfterStageWaitStarted {
+                stage: need!(stage, "stage"),
+                until: need!(until, "until"),
+            },
+            EventKind::AfterStageWaitCompleted => Fact::AfterStageWaitCompleted {
+                stage: need!(stage, "stage"),
+            },
+            EventKind::AfterStageWaitSkipped => Fact::AfterStageWaitSkipped {
+                stage: need!(stage, "stage"),
+                reason: need!(reason, "reason"),
+            },
+            EventKind::MemberPending => Fact::MemberPending {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                member: need!(member, "member"),
+                reason: need!(reason, "reason"),
+                until: opt!(until),
+                message: opt!(message),
+            },
+            EventKind::MemberStarted => Fact::MemberStarted {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                member: need!(member, "member"),
+                kubernetes_version: opt!(kubernetes_version),
+                node_images: opt!(node_images).unwrap_or_default(),
+                operation_id: need!(operation_id, "operationId"),
+                message: opt!(message),
+            },
+            EventKind::MemberCompleted => Fact::MemberCompleted {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                member: need!(member, "member"),
+                operation_id: need!(operation_id, "operationId"),
+            },
+            EventKind::MemberFailed => Fact::MemberFailed {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                member: need!(member, "member"),
+                operation_id: opt!(operation_id),
+                error: need!(error, "error"),
+            },
+            EventKind::MemberSkipped => Fact::MemberSkipped {
+                stage: need!(stage, "stage"),
+                group: need!(group, "group"),
+                member: need!(member, "member"),
+                reason: need!(reason, "reason"),
+                message: opt!(message),
+            },
+            EventKind::ActionRejected => Fact::ActionRejected {
+                action: need!(action, "action"),
+                error: need!(error, "error"),
+            },
+        };
+        // Whatever is left is a field this kind does not have.
+        let left = [
+            ("stage", self.stage.is_some()),
+            ("group", self.group.is_some()),
+            ("member", self.member.is_some()),
+            ("reason", self.reason.is_some()),
+            ("until", self.until.is_some()),
+            ("gateType", self.gate_type.is_some()),
+            ("timing", self.timing.is_some()),
+            ("gateId", self.gate_id.is_some()),
+            ("kubernetesVersion", self.kubernetes_version.is_some()),
+            ("nodeImages", self.node_images.is_some()),
+            ("operationId", self.operation_id.is_some()),
+            ("error", self.error.is_some()),
+            ("message", self.message.is_some()),
+            ("by", self.by.is_some()),
+            ("action", self.action.is_some()),
+        ];
+        if let Some((name, _)) = left.iter().find(|(_, present)| *present) {
+            return Err(E::custom(format!("a {kind:?} event has no field `{name}`")));
+        }
+        Ok(Event {
+            at: self.at,
+            run: self.run,
+            fact,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Event, D::Error> {
+        Wire::deserialize(d)?.into_event()
     }
 }
 
@@ -230,4 +991,99 @@ pub struct Wakeup {
     pub reason: WakeReason,
     /// Which run.
     pub run: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::parse_timestamp;
+
+    fn at(s: &str) -> Timestamp {
+        parse_timestamp(s).expect("timestamp")
+    }
+
+    fn read(text: &str) -> Result<Event, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fields_are_written_in_wire_order_and_empty_ones_left_out() {
+        let ev = Event::new(
+            at("2026-12-07T00:00:00Z"),
+            "r",
+            Fact::MemberStarted {
+                stage: "s".into(),
+                group: "g".into(),
+                member: "m".into(),
+                kubernetes_version: Some("1.31.2".into()),
+                node_images: vec![PoolImage {
+                    node_pool: "p".into(),
+                    image_version: "img-1".into(),
+                }],
+                operation_id: "r/m".into(),
+                message: None,
+            },
+        );
+        let text = serde_json::to_string(&ev).expect("serialises");
+        assert_eq!(
+            text,
+            r#"{"at":"2026-12-07T00:00:00Z","kind":"MemberStarted","run":"r","stage":"s","group":"g","member":"m","kubernetesVersion":"1.31.2","nodeImages":[{"nodePool":"p","imageVersion":"img-1"}],"operationId":"r/m"}"#
+        );
+        assert_eq!(read(&text), Ok(ev));
+
+        let gate = Event::new(
+            at("2026-12-07T00:00:00Z"),
+            "",
+            Fact::GateCreated {
+                stage: "s".into(),
+                group: None,
+                until: Some(at("2026-12-08T08:00:00Z")),
+                gate_type: GateType::ScheduledStart,
+                timing: GateTiming::Before,
+                gate_id: "s/before/0".into(),
+                message: Some("weekly".into()),
+            },
+        );
+        let text = serde_json::to_string(&gate).expect("serialises");
+        assert_eq!(
+            text,
+            r#"{"at":"2026-12-07T00:00:00Z","kind":"GateCreated","stage":"s","until":"2026-12-08T08:00:00Z","gateType":"ScheduledStart","timing":"Before","gateId":"s/before/0","message":"weekly"}"#
+        );
+        assert_eq!(read(&text), Ok(gate));
+    }
+
+    #[test]
+    fn reading_names_the_kind_and_the_field_it_refuses() {
+        let base = r#""at":"2026-12-07T00:00:00Z","run":"r""#;
+        let e = read(&format!(r#"{{{base},"kind":"RunStarted","gateId":"x"}}"#)).unwrap_err();
+        assert!(
+            e.contains("a RunStarted event has no field `gateId`"),
+            "{e}"
+        );
+        let e = read(&format!(r#"{{{base},"kind":"StageStarted"}}"#)).unwrap_err();
+        assert!(
+            e.contains("a StageStarted event needs the field `stage`"),
+            "{e}"
+        );
+        let e = read(&format!(
+            r#"{{{base},"kind":"RunCreated","nodeImages":[]}}"#
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("a RunCreated event has no field `nodeImages`"),
+            "{e}"
+        );
+        let e = read(&format!(r#"{{{base},"kind":"RunCreated","colour":"red"}}"#)).unwrap_err();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let e = read(&format!(r#"{{{base},"kind":"Exploded"}}"#)).unwrap_err();
+        assert!(e.contains("unknown variant `Exploded`"), "{e}");
+        // A MemberStarted without nodeImages has none (that is how an empty list is written).
+        let ev = read(&format!(
+            r#"{{{base},"kind":"MemberStarted","stage":"s","group":"g","member":"m","operationId":"r/m"}}"#
+        ))
+        .expect("reads");
+        assert!(ev.node_images().is_empty());
+        assert_eq!(ev.operation_id(), Some("r/m"));
+        assert_eq!(ev.kind(), EventKind::MemberStarted);
+    }
 }

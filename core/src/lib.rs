@@ -133,12 +133,8 @@ pub mod window;
 pub use engine::{Command, Engine, GateSelector, Input, Observation};
 pub use error::{Error, ErrorCode, FieldError};
 pub use event::{
-    Event, EventKind, HostCommand, Output, Reason, UpgradeOperation, WakeReason, Wakeup,
+    Event, EventKind, Fact, HostCommand, Output, UpgradeOperation, WakeReason, Wakeup,
 };
 pub use model::*;
-pub use state::{RunStatus, State};
-
-/// Formats a timestamp as RFC 3339 UTC with a `Z`, to the second when whole.
-pub fn fmt_time(t: Timestamp) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-}
+pub use state::{Reason, RunStatus, State};
+pub use time::fmt_time;

@@ -3,12 +3,11 @@
 //! strategy files work unchanged.
 
 use crate::window::MaintenanceWindow;
-use chrono::{DateTime, Utc};
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The engine's notion of time: a UTC instant, always passed in, never read from a clock.
-pub type Timestamp = DateTime<Utc>;
+pub use crate::time::Timestamp;
 
 /// A cluster in the fleet.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +52,16 @@ pub struct NodePool {
     /// Whether the pool was created from a snapshot (keeps its image under `Latest`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_snapshot: bool,
+}
+
+/// One pool's target image (a member upgrade's, an event's, a status node's).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolImage {
+    /// Node pool name.
+    pub node_pool: String,
+    /// Target image version.
+    pub image_version: String,
 }
 
 /// Node operating system.

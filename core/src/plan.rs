@@ -8,7 +8,7 @@ use crate::limits::{
     Limit, DEFAULT_ALLOWED_FAILURES, DEFAULT_GROUP_CONCURRENCY, DEFAULT_STAGE_CONCURRENCY,
 };
 use crate::model::{
-    GateConfig, GateTiming, GateType, Member, NodeImageSelectionType, Stage, Timestamp,
+    GateConfig, GateTiming, GateType, Member, NodeImageSelectionType, PoolImage, Stage, Timestamp,
     UpdateRunSpec, UpdateStrategy, UpgradeType,
 };
 use crate::selector::{LabelIndex, LabelSelector};
@@ -220,16 +220,6 @@ pub fn priority(window: Option<&CompiledWindow>, now: Timestamp) -> WindowPriori
         None => WindowPriority::NoWindow,
         Some(w) => w.priority(now),
     }
-}
-
-/// One pool's target image.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolImage {
-    /// Node pool name.
-    pub node_pool: String,
-    /// Target image version.
-    pub image_version: String,
 }
 
 /// What a run wants, resolved once.
@@ -687,7 +677,9 @@ pub fn plan(
                                 now,
                             ) {
                                 notes.push(match until {
-                                    Some(t) => format!("{what} (from {})", crate::fmt_time(t)),
+                                    Some(t) => {
+                                        format!("{what} (from {})", crate::time::fmt_time(t))
+                                    }
                                     None => what,
                                 });
                             }
@@ -698,7 +690,7 @@ pub fn plan(
                                 if let Some(t) = next {
                                     notes.push(format!(
                                         "maintenance window opens {}",
-                                        crate::fmt_time(t)
+                                        crate::time::fmt_time(t)
                                     ));
                                 }
                             }

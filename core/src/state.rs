@@ -1,8 +1,6 @@
 //! The one state enum used at every level, and the status tree a run reports (spec section 3).
 
-use crate::event::Reason;
-use crate::model::{GateTiming, GateType, Timestamp};
-use crate::plan::PoolImage;
+use crate::model::{GateTiming, GateType, PoolImage, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// Run, stage, group, member, after-stage wait and gate state.
@@ -34,6 +32,39 @@ impl State {
     pub fn is_terminal(self) -> bool {
         matches!(self, State::Completed | State::Failed | State::Skipped)
     }
+}
+
+/// Why something waits or was skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Reason {
+    /// The member's maintenance window is closed.
+    MaintenanceWindow,
+    /// The target version or image is not available in the member's region yet.
+    VersionNotInRegion,
+    /// A fleet freeze is in force.
+    Freeze,
+    /// Another run holds the member (one upgrade authority).
+    Lease,
+    /// Concurrency limits are full.
+    Concurrency,
+    /// A gate is pending.
+    Gate,
+    /// The after-stage wait is running.
+    AfterStageWait,
+    /// The run is stopping or stopped.
+    Stop,
+    /// Earlier stages or groups are not finished.
+    PreviousStage,
+    /// Members are still running.
+    Members,
+    /// Already at target: nothing to do.
+    AlreadyAtTarget,
+    /// Consistent selection found no image for one of the member's pools.
+    NoConsistentImage,
+    /// A user skipped it (or its group / stage).
+    SkippedByUser,
+    /// A failure threshold was exceeded.
+    FailureThresholdExceeded,
 }
 
 /// `{code, message}` on a status node.

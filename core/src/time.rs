@@ -11,10 +11,17 @@
 //! Keeping years within 1970–9999 also keeps every sum the engine computes (a week of waiting,
 //! ten years of window search) far inside chrono's range.
 
-use crate::model::Timestamp;
-use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
+
+/// The engine's notion of time: a UTC instant, always passed in, never read from a clock.
+pub type Timestamp = DateTime<Utc>;
+
+/// Formats a timestamp as RFC 3339 UTC with a `Z`, to the second when whole.
+pub fn fmt_time(t: Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
 
 /// Earliest year a timestamp may have.
 pub const MIN_YEAR: i32 = 1970;
@@ -171,7 +178,7 @@ mod tests {
     use super::*;
 
     fn ok(s: &str) -> String {
-        crate::fmt_time(parse_timestamp(s).unwrap_or_else(|e| panic!("{s}: {e}")))
+        fmt_time(parse_timestamp(s).unwrap_or_else(|e| panic!("{s}: {e}")))
     }
 
     fn rule(s: &str) -> String {

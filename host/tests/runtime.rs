@@ -374,7 +374,7 @@ fn guest_errors_are_not_traps() {
             assert_eq!(g.code, "InvalidState");
             assert_eq!(g.path, None);
             assert_eq!(g.events.len(), 1);
-            assert_eq!(g.events[0].kind, waverun_core::EventKind::GateCompleted);
+            assert_eq!(g.events[0].kind(), waverun_core::EventKind::GateCompleted);
         }
         other => panic!("expected a guest error, got {other:?}"),
     }

@@ -176,13 +176,14 @@ impl Driver {
         for o in self.buf.drain(..) {
             match o {
                 Output::Event(ev) => {
-                    if ev.kind == EventKind::RunCreated {
+                    if ev.kind() == EventKind::RunCreated {
                         continue;
                     }
                     events += 1;
-                    if ev.kind == EventKind::GateCreated && ev.gate_type == Some(GateType::Approval)
+                    if ev.kind() == EventKind::GateCreated
+                        && ev.gate_type() == Some(GateType::Approval)
                     {
-                        approvals.push(ev.gate_id);
+                        approvals.push(ev.gate_id().map(str::to_string));
                     }
                 }
                 Output::Command(HostCommand::StartUpgrade(op)) => self.fleet.submit(&op, self.now),

@@ -10,9 +10,10 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::de::DeserializeOwned;
-use waverun_core::plan::{Plan, PoolImage};
+use waverun_core::plan::Plan;
 use waverun_core::sim::{Scenario, Simulation};
 use waverun_core::state::{GroupStatus, MemberStatus, StageStatus};
+use waverun_core::PoolImage;
 use waverun_core::{
     validate, Command, Engine, Error, ErrorCode, Event, Freeze, GateSelector, GateTiming,
     HostCommand, Input, ManagedClusterUpdate, Member, Observation, Output, Reason, ReleaseCatalog,
@@ -1307,7 +1308,7 @@ stages:
             "00:00 MemberStarted web-dev",
         ]
     );
-    assert_eq!(h.events[4].group.as_deref(), Some("dev"));
+    assert_eq!(h.events[4].group(), Some("dev"));
 }
 
 #[test]
@@ -1686,11 +1687,9 @@ stages:
         ]
     );
     assert_eq!(h.take_started(), ["r1/ok"], "no cluster call for old");
-    let failed = h.events.iter().find(|e| e.member.as_deref() == Some("old"));
+    let failed = h.events.iter().find(|e| e.member() == Some("old"));
     assert_eq!(
-        failed
-            .and_then(|e| e.error.as_ref())
-            .map(|e| e.code.as_str()),
+        failed.and_then(|e| e.error()).map(|e| e.code.as_str()),
         Some("MinorVersionSkip")
     );
     let st = h.status("r1");
@@ -1809,7 +1808,7 @@ nodeImages:
         [pool_image("system", "202412.01.0")]
     );
     let started = h.events.last().expect("MemberStarted e2");
-    assert_eq!(started.node_images, [pool_image("system", "202412.01.0")]);
+    assert_eq!(started.node_images(), [pool_image("system", "202412.01.0")]);
 
     // westeurope has neither 202411.20.0 nor 202412.01.0.
     h.advance_to("01:00");
@@ -1944,8 +1943,13 @@ fn consistent_scenario_file_upgrades_both_members_to_the_common_image() {
     let started: Vec<(String, Vec<PoolImage>)> = report
         .timeline
         .iter()
-        .filter(|e| e.kind == waverun_core::EventKind::MemberStarted)
-        .map(|e| (e.member.clone().unwrap_or_default(), e.node_images.clone()))
+        .filter(|e| e.kind() == waverun_core::EventKind::MemberStarted)
+        .map(|e| {
+            (
+                e.member().map(str::to_string).unwrap_or_default(),
+                e.node_images().to_vec(),
+            )
+        })
         .collect();
     assert_eq!(
         started,
@@ -2098,8 +2102,10 @@ nodeImages:
             "00:00 MemberStarted e1",
         ]
     );
-    let pending = h.events.iter().find(|e| e.member.as_deref() == Some("w1"));
-    let msg = pending.and_then(|e| e.message.clone()).unwrap_or_default();
+    let pending = h.events.iter().find(|e| e.member() == Some("w1"));
+    let msg = pending
+        .and_then(|e| e.message().map(str::to_string))
+        .unwrap_or_default();
     assert!(
         msg.contains("1.31.2") && msg.contains("westeurope"),
         "{msg}"
@@ -2418,9 +2424,11 @@ stages:
     let started = h
         .events
         .iter()
-        .find(|e| e.kind == waverun_core::EventKind::RunStarted && e.run == "r2");
+        .find(|e| e.kind() == waverun_core::EventKind::RunStarted && e.run == "r2");
     assert_eq!(
-        started.and_then(|e| e.message.clone()).as_deref(),
+        started
+            .and_then(|e| e.message().map(str::to_string))
+            .as_deref(),
         Some("retry of run r1")
     );
     assert_eq!(h.take_started(), ["r2/m2"]);
@@ -2499,7 +2507,7 @@ stages:
             "01:00 MemberStarted b1",
         ]
     );
-    assert_eq!(h.events[h.events.len() - 3].by.as_deref(), Some("alice"));
+    assert_eq!(h.events[h.events.len() - 3].by(), Some("alice"));
     let gate = stage(&h.status("r1"), "s2").before_gates[0].clone();
     assert_eq!(gate.status.state, State::Completed);
     assert_eq!(gate.completed_by.as_deref(), Some("alice"));
@@ -3242,7 +3250,7 @@ fn harness_at(now: Timestamp, fleet: Vec<Member>) -> Harness {
 fn after_stage_wait_events(h: &Harness) -> Vec<&Event> {
     h.events
         .iter()
-        .filter(|e| e.kind == waverun_core::EventKind::AfterStageWaitStarted)
+        .filter(|e| e.kind() == waverun_core::EventKind::AfterStageWaitStarted)
         .collect()
 }
 
@@ -3262,7 +3270,7 @@ fn after_stage_wait_ending_beyond_the_calendar_saturates_and_can_be_skipped() {
     h.succeed("r1/a1");
     let waits = after_stage_wait_events(&h);
     assert_eq!(waits.len(), 1);
-    assert_eq!(waits[0].until, Some(Timestamp::MAX_UTC));
+    assert_eq!(waits[0].until(), Some(Timestamp::MAX_UTC));
     let w = h.engine.poll_timeout().expect("the wait's wakeup");
     assert_eq!(
         (w.at, w.reason),
@@ -3329,7 +3337,7 @@ fn after_stage_wait_beyond_i64_seconds_in_a_restored_snapshot_never_ends_and_nev
         h.succeed("r1/a1");
         let waits = after_stage_wait_events(&h);
         assert_eq!(waits.len(), 1, "{secs}");
-        assert_eq!(waits[0].until, Some(Timestamp::MAX_UTC), "{secs}");
+        assert_eq!(waits[0].until(), Some(Timestamp::MAX_UTC), "{secs}");
         let st = h.status("r1");
         assert_eq!(
             stage(&st, "s")
@@ -3514,21 +3522,20 @@ fn show(at: Timestamp) -> String {
 /// One event as a compact line (see the file's doc comment).
 fn line(e: &Event, with_run: bool) -> String {
     let subject = e
-        .gate_id
-        .clone()
-        .or_else(|| e.member.clone())
-        .or_else(|| e.group.clone())
-        .or_else(|| e.stage.clone())
-        .unwrap_or_else(|| e.run.clone());
+        .gate_id()
+        .or_else(|| e.member())
+        .or_else(|| e.group())
+        .or_else(|| e.stage())
+        .unwrap_or(&e.run);
     let mut s = if with_run {
-        format!("{} {} {:?} {}", show(e.at), e.run, e.kind, subject)
+        format!("{} {} {:?} {}", show(e.at), e.run, e.kind(), subject)
     } else {
-        format!("{} {:?} {}", show(e.at), e.kind, subject)
+        format!("{} {:?} {}", show(e.at), e.kind(), subject)
     };
-    if let Some(r) = e.reason {
+    if let Some(r) = e.reason() {
         s.push_str(&format!(" [{r:?}]"));
     }
-    if let Some(u) = e.until {
+    if let Some(u) = e.until() {
         s.push_str(&format!(" until {}", show(u)));
     }
     s

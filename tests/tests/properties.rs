@@ -1347,8 +1347,8 @@ fn check_invariants(sim: &Simulation, ctx: &Ctx, seen: &mut Seen) -> Result<(), 
 }
 
 fn names(ev: &Event) -> Result<(String, String, String), String> {
-    match (&ev.stage, &ev.group, &ev.member) {
-        (Some(s), Some(g), Some(m)) => Ok((s.clone(), g.clone(), m.clone())),
+    match (ev.stage(), ev.group(), ev.member()) {
+        (Some(s), Some(g), Some(m)) => Ok((s.to_string(), g.to_string(), m.to_string())),
         _ => Err("member event without stage, group and member".to_string()),
     }
 }
@@ -1371,12 +1371,12 @@ fn check_event(
         return Err(format!("event at {at} in the step that processed {now}"));
     }
     seen.last_at = Some(at);
-    if seen.phase == RunPhase::Ended && ev.kind != EventKind::ActionRejected {
+    if seen.phase == RunPhase::Ended && ev.kind() != EventKind::ActionRejected {
         return Err("event after the run finished".to_string());
     }
     // No new work unless the run is running; a drain only lets finished groups complete.
     let progress = matches!(
-        ev.kind,
+        ev.kind(),
         EventKind::StageStarted
             | EventKind::StageCompleted
             | EventKind::GroupStarted
@@ -1388,21 +1388,21 @@ fn check_event(
         if let Some(why) = &seen.exceeded {
             return Err(format!(
                 "{:?} after a failure threshold was exceeded ({why}) and before a resume",
-                ev.kind
+                ev.kind()
             ));
         }
         if seen.phase != RunPhase::Running {
-            return Err(format!("{:?} while the run is {:?}", ev.kind, seen.phase));
+            return Err(format!("{:?} while the run is {:?}", ev.kind(), seen.phase));
         }
     }
-    if ev.kind == EventKind::GroupCompleted
+    if ev.kind() == EventKind::GroupCompleted
         && !matches!(seen.phase, RunPhase::Running | RunPhase::Draining)
     {
-        return Err(format!("{:?} while the run is {:?}", ev.kind, seen.phase));
+        return Err(format!("{:?} while the run is {:?}", ev.kind(), seen.phase));
     }
-    let stage = ev.stage.clone().unwrap_or_default();
-    let group = ev.group.clone();
-    match ev.kind {
+    let stage = ev.stage().map(str::to_string).unwrap_or_default();
+    let group = ev.group().map(str::to_string);
+    match ev.kind() {
         EventKind::RunStarted => {
             if seen.run_started_at.is_some() {
                 return Err("RunStarted twice".to_string());
@@ -1434,52 +1434,53 @@ fn check_event(
             if seen.in_flight != 0 {
                 return Err(format!(
                     "{:?} with {} upgrades still in flight",
-                    ev.kind, seen.in_flight
+                    ev.kind(),
+                    seen.in_flight
                 ));
             }
             if !matches!(seen.phase, RunPhase::Running | RunPhase::Draining) {
-                return Err(format!("{:?} while {:?}", ev.kind, seen.phase));
+                return Err(format!("{:?} while {:?}", ev.kind(), seen.phase));
             }
-            if let (EventKind::RunStopped, Some(why)) = (ev.kind, &seen.exceeded) {
+            if let (EventKind::RunStopped, Some(why)) = (ev.kind(), &seen.exceeded) {
                 return Err(format!(
                     "RunStopped although a failure threshold was exceeded ({why}): a run whose threshold is exceeded ends Failed"
                 ));
             }
             seen.phase = RunPhase::Halted;
-            seen.halted_by = Some(ev.kind);
+            seen.halted_by = Some(ev.kind());
         }
         EventKind::RunCompleted | EventKind::RunSkipped => {
             if seen.in_flight != 0 {
-                return Err(format!("{:?} with upgrades in flight", ev.kind));
+                return Err(format!("{:?} with upgrades in flight", ev.kind()));
             }
             if let Some(why) = &seen.exceeded {
-                return Err(format!("{:?} although {why}", ev.kind));
+                return Err(format!("{:?} although {why}", ev.kind()));
             }
             for s in &ctx.stages {
                 match seen.stage_done.get(&s.name) {
                     Some(EventKind::StageCompleted) | Some(EventKind::StageSkipped) => {}
                     other => {
-                        return Err(format!("{:?} but stage {} is {other:?}", ev.kind, s.name))
+                        return Err(format!("{:?} but stage {} is {other:?}", ev.kind(), s.name))
                     }
                 }
             }
             for m in view.member_group.keys() {
                 if !seen.member_final.contains_key(m) {
-                    return Err(format!("{:?} while member {m} is unfinished", ev.kind));
+                    return Err(format!("{:?} while member {m} is unfinished", ev.kind()));
                 }
             }
             let all_skipped = ctx
                 .stages
                 .iter()
                 .all(|s| seen.stage_done.get(&s.name) == Some(&EventKind::StageSkipped));
-            if all_skipped != (ev.kind == EventKind::RunSkipped) {
+            if all_skipped != (ev.kind() == EventKind::RunSkipped) {
                 return Err(format!(
                     "{:?} but every stage skipped: {all_skipped}",
-                    ev.kind
+                    ev.kind()
                 ));
             }
             if seen.phase != RunPhase::Running {
-                return Err(format!("{:?} while {:?}", ev.kind, seen.phase));
+                return Err(format!("{:?} while {:?}", ev.kind(), seen.phase));
             }
             seen.phase = RunPhase::Ended;
         }
@@ -1550,13 +1551,13 @@ fn check_event(
             if seen.in_flight_stage.get(&stage).copied().unwrap_or(0) != 0 {
                 return Err(format!("stage {stage} completed with members in flight"));
             }
-            seen.stage_done.insert(stage, ev.kind);
+            seen.stage_done.insert(stage, ev.kind());
         }
         EventKind::StageSkipped => {
             if seen.stage_done.contains_key(&stage) {
                 return Err(format!("stage {stage} skipped after it was finished"));
             }
-            seen.stage_done.insert(stage, ev.kind);
+            seen.stage_done.insert(stage, ev.kind());
         }
         EventKind::StageFailed => {
             seen.stage_failed.insert(stage);
@@ -1600,14 +1601,14 @@ fn check_event(
                     ));
                 }
             }
-            seen.group_done.insert(g, ev.kind);
+            seen.group_done.insert(g, ev.kind());
         }
         EventKind::GroupSkipped => {
             let g = group.ok_or("GroupSkipped without group")?;
             if seen.group_done.contains_key(&g) {
                 return Err(format!("group {g} skipped after it was finished"));
             }
-            seen.group_done.insert(g, ev.kind);
+            seen.group_done.insert(g, ev.kind());
         }
         EventKind::GroupFailed => {
             let g = group.ok_or("GroupFailed without group")?;
@@ -1615,8 +1616,11 @@ fn check_event(
         }
         EventKind::GroupStopped => {}
         EventKind::GateCreated => {
-            let id = ev.gate_id.clone().ok_or("GateCreated without id")?;
-            let timing = ev.timing.ok_or("GateCreated without timing")?;
+            let id = ev
+                .gate_id()
+                .map(str::to_string)
+                .ok_or("GateCreated without id")?;
+            let timing = ev.timing().ok_or("GateCreated without timing")?;
             if seen.gates.contains_key(&id) {
                 return Err(format!("gate {id} created twice"));
             }
@@ -1652,7 +1656,7 @@ fn check_event(
                     }
                 }
             }
-            if ev.gate_type == Some(GateType::ScheduledStart) && ev.until.is_none() {
+            if ev.gate_type() == Some(GateType::ScheduledStart) && ev.until().is_none() {
                 return Err(format!("scheduled gate {id} without its start time"));
             }
             seen.gates.insert(
@@ -1662,26 +1666,29 @@ fn check_event(
                     group,
                     timing,
                     state: State::Pending,
-                    until: ev.until,
+                    until: ev.until(),
                 },
             );
         }
         EventKind::GateCompleted | EventKind::GateSkipped => {
-            let id = ev.gate_id.clone().ok_or("gate event without id")?;
-            let g = seen
-                .gates
-                .get_mut(&id)
-                .ok_or(format!("{:?} of gate {id} that was never created", ev.kind))?;
+            let id = ev
+                .gate_id()
+                .map(str::to_string)
+                .ok_or("gate event without id")?;
+            let g = seen.gates.get_mut(&id).ok_or(format!(
+                "{:?} of gate {id} that was never created",
+                ev.kind()
+            ))?;
             if g.state != State::Pending {
                 return Err(format!("gate {id} passed while {:?}", g.state));
             }
-            if ev.kind == EventKind::GateCompleted && ev.by.as_deref() == Some("schedule") {
+            if ev.kind() == EventKind::GateCompleted && ev.by() == Some("schedule") {
                 match g.until {
                     Some(u) if at >= u => {}
                     u => return Err(format!("scheduled gate {id} opened at {at}, due {u:?}")),
                 }
             }
-            g.state = if ev.kind == EventKind::GateCompleted {
+            g.state = if ev.kind() == EventKind::GateCompleted {
                 State::Completed
             } else {
                 State::Skipped
@@ -1690,8 +1697,8 @@ fn check_event(
         EventKind::AfterStageWaitStarted => {
             let si = *ctx.stage_index.get(&stage).ok_or("unknown stage")?;
             let wait = ctx.stages[si].wait_seconds as i64;
-            if ev.until != Some(at + Duration::seconds(wait)) {
-                return Err(format!("wait of {wait}s ends at {:?}", ev.until));
+            if ev.until() != Some(at + Duration::seconds(wait)) {
+                return Err(format!("wait of {wait}s ends at {:?}", ev.until()));
             }
             for g in &ctx.stages[si].groups {
                 if !matches!(
@@ -1703,7 +1710,7 @@ fn check_event(
                     ));
                 }
             }
-            if seen.wait_started.insert(stage, (at, ev.until)).is_some() {
+            if seen.wait_started.insert(stage, (at, ev.until())).is_some() {
                 return Err("wait started twice".to_string());
             }
         }
@@ -1755,22 +1762,22 @@ fn check_event(
                 seen.in_flight -= 1;
                 *seen.in_flight_stage.get_mut(&s).ok_or("stage count")? -= 1;
                 *seen.in_flight_group.get_mut(&g).ok_or("group count")? -= 1;
-            } else if ev.kind == EventKind::MemberCompleted {
+            } else if ev.kind() == EventKind::MemberCompleted {
                 return Err(format!("member {m} completed without starting"));
             } else {
-                let code = ev.error.as_ref().map(|e| e.code.as_str());
+                let code = ev.error().map(|e| e.code.as_str());
                 if code != Some("MinorVersionSkip") {
                     return Err(format!("member {m} failed without starting ({code:?})"));
                 }
             }
-            if ev.kind == EventKind::MemberFailed {
+            if ev.kind() == EventKind::MemberFailed {
                 count_failure(seen, view, &s, &g);
             }
-            seen.member_final.insert(m, ev.kind);
+            seen.member_final.insert(m, ev.kind());
         }
         EventKind::MemberSkipped => {
             let (_, _, m) = names(ev)?;
-            if ev.reason == Some(Reason::AlreadyAtTarget) {
+            if ev.reason() == Some(Reason::AlreadyAtTarget) {
                 if let (Some(t), UpgradeType::Full | UpgradeType::ControlPlaneOnly) =
                     (&ctx.target, ctx.upgrade_type)
                 {
@@ -1790,7 +1797,7 @@ fn check_event(
             if seen.member_in_flight.contains_key(&m) {
                 return Err(format!("member {m} skipped while in flight"));
             }
-            if let Some(prev) = seen.member_final.insert(m.clone(), ev.kind) {
+            if let Some(prev) = seen.member_final.insert(m.clone(), ev.kind()) {
                 return Err(format!("member {m} skipped after it was {prev:?}"));
             }
         }
@@ -1801,10 +1808,10 @@ fn check_event(
             }
         }
         EventKind::ActionRejected => {
-            let action: Action = serde_json::from_value(ev.action.clone().ok_or("no action")?)
+            let action: Action = serde_json::from_value(ev.action().cloned().ok_or("no action")?)
                 .map_err(|e| e.to_string())?;
             let why = ev
-                .error
+                .error()
                 .as_ref()
                 .map(|e| e.message.clone())
                 .unwrap_or_default();
@@ -1842,7 +1849,7 @@ fn check_event(
             }
         }
         EventKind::RunCreated | EventKind::RunUpdated | EventKind::RunDeleted => {
-            return Err(format!("unexpected {:?} in the timeline", ev.kind))
+            return Err(format!("unexpected {:?} in the timeline", ev.kind()))
         }
     }
     Ok(())
@@ -1954,8 +1961,8 @@ fn check_member_start(
     if let Some(f) = ctx.freezes.iter().find(|f| f.start <= at && at < f.end) {
         return Err(format!("member {m} started during freeze {}", f.name));
     }
-    if let Some(v) = &ev.kubernetes_version {
-        if Some(v) != ctx.target.as_ref() {
+    if let Some(v) = ev.kubernetes_version() {
+        if Some(v) != ctx.target.as_deref() {
             return Err(format!("member {m} targets {v}, the run {:?}", ctx.target));
         }
         match ctx.catalog.kubernetes_since(v, &mc.region) {
@@ -1975,7 +1982,7 @@ fn check_member_start(
         }
     }
     let pools = &ctx.pools[m];
-    for p in &ev.node_images {
+    for p in ev.node_images() {
         let Some((_, current, snapshot)) = pools.iter().find(|x| x.0 == p.node_pool) else {
             return Err(format!("member {m} has no pool {}", p.node_pool));
         };
@@ -2020,15 +2027,15 @@ fn check_member_start(
         }
     }
     match ctx.upgrade_type {
-        UpgradeType::ControlPlaneOnly if !ev.node_images.is_empty() => {
+        UpgradeType::ControlPlaneOnly if !ev.node_images().is_empty() => {
             return Err("ControlPlaneOnly upgrade moves node images".to_string())
         }
-        UpgradeType::NodeImageOnly if ev.kubernetes_version.is_some() => {
+        UpgradeType::NodeImageOnly if ev.kubernetes_version().is_some() => {
             return Err("NodeImageOnly upgrade moves the control plane".to_string())
         }
         _ => {}
     }
-    if ev.kubernetes_version.is_none() && ev.node_images.is_empty() {
+    if ev.kubernetes_version().is_none() && ev.node_images().is_empty() {
         return Err(format!("member {m} started with nothing to do"));
     }
     Ok(())
@@ -2188,13 +2195,13 @@ fn check_actions(
 ) -> Result<(), String> {
     let mut rejected = events
         .iter()
-        .filter(|e| e.kind == EventKind::ActionRejected)
-        .map(|e| e.action.clone().unwrap_or_default())
+        .filter(|e| e.kind() == EventKind::ActionRejected)
+        .map(|e| e.action().cloned().unwrap_or_default())
         .peekable();
     let count = |kind: EventKind, by: Option<&str>| {
         events
             .iter()
-            .filter(|e| e.kind == kind && (by.is_none() || e.by.as_deref() == by))
+            .filter(|e| e.kind() == kind && (by.is_none() || e.by() == by))
             .count()
     };
     let mut approvals: BTreeMap<Option<String>, usize> = BTreeMap::new();
@@ -2788,16 +2795,16 @@ fn coverage_of_generated_scenarios() {
             .entry(format!("{:?}{why}", r.summary.state))
             .or_default() += 1;
         for ev in &r.timeline {
-            let key = match ev.reason {
-                Some(x) => format!("{:?}/{x:?}", ev.kind),
-                None => format!("{:?}", ev.kind),
+            let key = match ev.reason() {
+                Some(x) => format!("{:?}/{x:?}", ev.kind()),
+                None => format!("{:?}", ev.kind()),
             };
             *kinds.entry(key).or_default() += 1;
         }
         let starts = r
             .timeline
             .iter()
-            .filter(|e| e.kind == EventKind::MemberStarted)
+            .filter(|e| e.kind() == EventKind::MemberStarted)
             .count();
         let bucket = match starts {
             0 => "0",

@@ -209,8 +209,7 @@ fn four_failures_within_a_threshold_of_four_still_complete_the_group_and_run() {
     assert_eq!(rest.status.state, State::Completed);
     assert_eq!(time(rest.status.start_time), "2026-12-07T01:00:00Z");
     assert_eq!(
-        at_of(&r, EventKind::StageStarted, |e| e.stage.as_deref()
-            == Some("rest")),
+        at_of(&r, EventKind::StageStarted, |e| e.stage() == Some("rest")),
         "2026-12-07T01:00:00Z"
     );
     let n1 = member(&r, "n-1");
@@ -280,8 +279,8 @@ fn first_failure_fails_group_stage_and_run_under_the_default_threshold() {
     let tail: Vec<(EventKind, String)> = r
         .timeline
         .iter()
-        .skip_while(|e| e.kind != EventKind::MemberFailed)
-        .map(|e| (e.kind, fmt_time(e.at)))
+        .skip_while(|e| e.kind() != EventKind::MemberFailed)
+        .map(|e| (e.kind(), fmt_time(e.at)))
         .collect();
     let t = "2026-12-07T00:30:00Z".to_string();
     assert_eq!(
@@ -299,7 +298,7 @@ fn first_failure_fails_group_stage_and_run_under_the_default_threshold() {
     assert_eq!(two.status.state, State::NotStarted);
     assert!(two.status.start_time.is_none());
     assert_eq!(group(&r, "later").status.state, State::NotStarted);
-    assert!(!r.timeline.iter().any(|e| e.stage.as_deref() == Some("two")));
+    assert!(!r.timeline.iter().any(|e| e.stage() == Some("two")));
     assert_eq!(r.summary.state, State::Failed);
     assert_eq!(r.summary.makespan_seconds, Some(30 * 60));
 }
@@ -334,8 +333,8 @@ fn after_stage_wait_approval_and_scheduled_gate_sequence_the_stages() {
     assert_eq!(time(wait.status.completed_time), "2026-12-07T01:30:00Z");
     let started = single(&r, EventKind::AfterStageWaitStarted);
     assert_eq!(fmt_time(started.at), "2026-12-07T00:30:00Z");
-    assert_eq!(started.stage.as_deref(), Some("test"));
-    assert_eq!(time(started.until), "2026-12-07T01:30:00Z");
+    assert_eq!(started.stage(), Some("test"));
+    assert_eq!(time(started.until()), "2026-12-07T01:30:00Z");
     let done = single(&r, EventKind::AfterStageWaitCompleted);
     assert_eq!(fmt_time(done.at), "2026-12-07T01:30:00Z");
     assert_eq!(test.status.state, State::Completed);
@@ -356,7 +355,13 @@ fn after_stage_wait_approval_and_scheduled_gate_sequence_the_stages() {
     let gate_events = |kind| -> Vec<(String, Option<String>, waverun_core::GateType)> {
         events(&r, kind)
             .into_iter()
-            .map(|e| (fmt_time(e.at), e.group.clone(), e.gate_type.unwrap()))
+            .map(|e| {
+                (
+                    fmt_time(e.at),
+                    e.group().map(str::to_string),
+                    e.gate_type().unwrap(),
+                )
+            })
             .collect()
     };
     use waverun_core::GateType::{Approval, ScheduledStart};
@@ -398,7 +403,7 @@ fn after_stage_wait_approval_and_scheduled_gate_sequence_the_stages() {
         "2026-12-08T08:00:00Z"
     );
     let created = events(&r, EventKind::GateCreated)[1];
-    assert_eq!(time(created.until), "2026-12-08T08:00:00Z");
+    assert_eq!(time(created.until()), "2026-12-08T08:00:00Z");
 
     // prod-1 starts at 08:00, prod-2 at 08:30.
     assert_eq!(
@@ -456,8 +461,8 @@ fn consistent_selection_picks_the_newest_image_in_every_region_before_and_after_
     for m in ["eus-1", "weu-1"] {
         let ev = member_events(&r, EventKind::MemberStarted, m);
         assert_eq!(ev.len(), 1, "{m}");
-        assert_eq!(pool_images(&ev[0].node_images), vec![("system", IMG_1120)]);
-        assert_eq!(ev[0].kubernetes_version, None, "{m}");
+        assert_eq!(pool_images(ev[0].node_images()), vec![("system", IMG_1120)]);
+        assert_eq!(ev[0].kubernetes_version(), None, "{m}");
         let ms = member(&r, m);
         assert_eq!(ms.status.state, State::Completed, "{m}");
         assert_eq!(pool_images(&ms.node_images), vec![("system", IMG_1120)]);
@@ -476,9 +481,15 @@ fn latest_selection_instead_gives_eastus_the_image_only_it_has() {
 
     // With Latest, eus-1 gets 202412.01.0; weu-1 gets the newest image of its own region.
     let eus = member_events(&r, EventKind::MemberStarted, "eus-1");
-    assert_eq!(pool_images(&eus[0].node_images), vec![("system", IMG_1201)]);
+    assert_eq!(
+        pool_images(eus[0].node_images()),
+        vec![("system", IMG_1201)]
+    );
     let weu = member_events(&r, EventKind::MemberStarted, "weu-1");
-    assert_eq!(pool_images(&weu[0].node_images), vec![("system", IMG_1120)]);
+    assert_eq!(
+        pool_images(weu[0].node_images()),
+        vec![("system", IMG_1120)]
+    );
     // Latest publishes no run-wide selection.
     assert!(r
         .run
@@ -507,19 +518,19 @@ fn members_start_by_window_priority_and_never_outside_their_window() {
 
     // m-open starts first, at 00:00.
     let first = events(&r, EventKind::MemberStarted)[0];
-    assert_eq!(first.member.as_deref(), Some("m-open"));
+    assert_eq!(first.member(), Some("m-open"));
     assert_eq!(fmt_time(first.at), "2026-12-07T00:00:00Z");
 
     // m-closed is reported Pending (window) with until Wednesday 00:00.
     let pending = member_events(&r, EventKind::MemberPending, "m-closed");
     assert_eq!(pending.len(), 1);
     assert_eq!(fmt_time(pending[0].at), "2026-12-07T00:00:00Z");
-    assert_eq!(pending[0].reason, Some(Reason::MaintenanceWindow));
-    assert_eq!(time(pending[0].until), "2026-12-09T00:00:00Z");
+    assert_eq!(pending[0].reason(), Some(Reason::MaintenanceWindow));
+    assert_eq!(time(pending[0].until()), "2026-12-09T00:00:00Z");
 
     // No member starts outside its window.
     for e in events(&r, EventKind::MemberStarted) {
-        let name = e.member.as_deref().unwrap();
+        let name = e.member().unwrap();
         let sm = scenario.members.iter().find(|m| m.name == name).unwrap();
         if let Some(w) = &sm.maintenance.kubernetes {
             let w = w.compile().expect("valid window");
@@ -558,9 +569,9 @@ fn members_start_by_window_priority_and_never_outside_their_window() {
 mod helpers {
     use std::collections::BTreeMap;
     use std::path::PathBuf;
-    use waverun_core::plan::PoolImage;
     use waverun_core::sim::{simulate, Scenario, SimulationReport};
     use waverun_core::state::{GroupStatus, MemberStatus, StageStatus};
+    use waverun_core::PoolImage;
     use waverun_core::{Event, EventKind, Timestamp};
 
     pub use waverun_core::fmt_time;
@@ -586,7 +597,7 @@ mod helpers {
     }
 
     pub fn events(r: &SimulationReport, kind: EventKind) -> Vec<&Event> {
-        r.timeline.iter().filter(|e| e.kind == kind).collect()
+        r.timeline.iter().filter(|e| e.kind() == kind).collect()
     }
 
     pub fn count(r: &SimulationReport, kind: EventKind) -> usize {
@@ -594,7 +605,7 @@ mod helpers {
     }
 
     pub fn kinds(r: &SimulationReport) -> Vec<EventKind> {
-        r.timeline.iter().map(|e| e.kind).collect()
+        r.timeline.iter().map(|e| e.kind()).collect()
     }
 
     /// The one event of `kind` (panics if there are none or several).
@@ -607,7 +618,7 @@ mod helpers {
     pub fn member_events<'a>(r: &'a SimulationReport, kind: EventKind, m: &str) -> Vec<&'a Event> {
         r.timeline
             .iter()
-            .filter(|e| e.kind == kind && e.member.as_deref() == Some(m))
+            .filter(|e| e.kind() == kind && e.member() == Some(m))
             .collect()
     }
 
@@ -623,7 +634,7 @@ mod helpers {
         let e = r
             .timeline
             .iter()
-            .find(|e| e.kind == kind && pred(e))
+            .find(|e| e.kind() == kind && pred(e))
             .unwrap_or_else(|| panic!("no {kind:?} event"));
         fmt_time(e.at)
     }
@@ -632,7 +643,7 @@ mod helpers {
     pub fn member_names(r: &SimulationReport, kind: EventKind) -> Vec<&str> {
         events(r, kind)
             .into_iter()
-            .filter_map(|e| e.member.as_deref())
+            .filter_map(|e| e.member())
             .collect()
     }
 
@@ -640,7 +651,7 @@ mod helpers {
     pub fn start_times(r: &SimulationReport) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = events(r, EventKind::MemberStarted)
             .into_iter()
-            .map(|e| (e.member.clone().unwrap(), fmt_time(e.at)))
+            .map(|e| (e.member().map(str::to_string).unwrap(), fmt_time(e.at)))
             .collect();
         v.sort();
         v
@@ -721,11 +732,17 @@ mod helpers {
         let mut flying: BTreeMap<String, (String, String)> = BTreeMap::new();
         let mut peaks = Peaks::default();
         for e in timeline {
-            let m = e.member.clone().unwrap_or_default();
-            match e.kind {
+            let m = e.member().map(str::to_string).unwrap_or_default();
+            match e.kind() {
                 EventKind::MemberStarted => {
-                    let g = e.group.clone().expect("member events name their group");
-                    let s = e.stage.clone().expect("member events name their stage");
+                    let g = e
+                        .group()
+                        .map(str::to_string)
+                        .expect("member events name their group");
+                    let s = e
+                        .stage()
+                        .map(str::to_string)
+                        .expect("member events name their stage");
                     let again = flying.insert(m, (s, g));
                     assert!(again.is_none(), "started while in flight: {e:?}");
                 }

@@ -60,7 +60,7 @@ fn stage_ceiling_of_four_binds_over_three_groups_of_two() {
     let first: Vec<&str> = events(&r, EventKind::MemberStarted)
         .into_iter()
         .filter(|e| fmt_time(e.at) == "2026-12-07T00:00:00Z")
-        .map(|e| e.member.as_deref().unwrap())
+        .map(|e| e.member().unwrap())
         .collect();
     assert_eq!(first, vec!["a-1", "b-1", "c-1", "a-2"]);
     assert_eq!(r.summary.members_completed, 12);
@@ -219,7 +219,7 @@ fn with_three_allowed_the_fourth_failure_fails_the_group() {
     let gf = single(&r, EventKind::GroupFailed);
     assert_eq!(fmt_time(gf.at), "2026-12-07T02:00:00Z");
     assert_eq!(
-        index_of(&r, |e| e.kind == EventKind::GroupFailed),
+        index_of(&r, |e| e.kind() == EventKind::GroupFailed),
         index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "m-4")) + 1,
         "the group fails right after its fourth failure"
     );
@@ -278,11 +278,11 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     // progressing at once.
     let gf = events(&r, EventKind::GroupFailed);
     assert_eq!(gf.len(), 1, "only A fails by its own threshold: {gf:?}");
-    assert_eq!(gf[0].group.as_deref(), Some("group-a"));
+    assert_eq!(gf[0].group(), Some("group-a"));
     assert_eq!(fmt_time(gf[0].at), "2026-12-07T01:30:00Z");
     let a3 = index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "a-3"));
-    assert_eq!(index_of(&r, |e| e.kind == EventKind::GroupFailed), a3 + 1);
-    assert_eq!(index_of(&r, |e| e.kind == EventKind::RunStopping), a3 + 2);
+    assert_eq!(index_of(&r, |e| e.kind() == EventKind::GroupFailed), a3 + 1);
+    assert_eq!(index_of(&r, |e| e.kind() == EventKind::RunStopping), a3 + 2);
     let mid = status_after(&sc, "2026-12-07T01:45:00Z");
     assert_eq!(mid.status.state, State::Stopping);
     assert_eq!(stage(&r, "s").max_allowed_failures, 5);
@@ -290,12 +290,9 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     // The stage fails exactly at the 6th failure, by its own threshold, not before.
     let sf = single(&r, EventKind::StageFailed);
     assert_eq!(fmt_time(sf.at), "2026-12-07T02:00:00Z");
+    assert_eq!(sf.message(), Some("6 failures exceed maxAllowedFailures 5"));
     assert_eq!(
-        sf.message.as_deref(),
-        Some("6 failures exceed maxAllowedFailures 5")
-    );
-    assert_eq!(
-        index_of(&r, |e| e.kind == EventKind::StageFailed),
+        index_of(&r, |e| e.kind() == EventKind::StageFailed),
         index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "b-3")) + 1,
         "StageFailed comes right after the sixth failure"
     );
@@ -365,11 +362,11 @@ fn twenty_five_percent_of_five_allows_two_failures_and_the_third_fails() {
     // ...and its failure, the third, fails the group and the stage at once.
     let third = index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "m-3"));
     assert_eq!(
-        index_of(&r, |e| e.kind == EventKind::GroupFailed),
+        index_of(&r, |e| e.kind() == EventKind::GroupFailed),
         third + 1
     );
     assert_eq!(
-        index_of(&r, |e| e.kind == EventKind::StageFailed),
+        index_of(&r, |e| e.kind() == EventKind::StageFailed),
         third + 2
     );
     assert_eq!(
@@ -401,8 +398,8 @@ fn default_max_allowed_failures_of_zero_fails_fast() {
     let tail: Vec<EventKind> = r
         .timeline
         .iter()
-        .skip_while(|e| e.kind != EventKind::MemberFailed)
-        .map(|e| e.kind)
+        .skip_while(|e| e.kind() != EventKind::MemberFailed)
+        .map(|e| e.kind())
         .collect();
     assert_eq!(
         tail,
@@ -454,8 +451,8 @@ fn in_flight_upgrades_finish_after_a_threshold_is_exceeded() {
     let seq: Vec<(EventKind, Option<&str>, String)> = r
         .timeline
         .iter()
-        .skip_while(|e| e.kind != EventKind::MemberFailed)
-        .map(|e| (e.kind, e.member.as_deref(), fmt_time(e.at)))
+        .skip_while(|e| e.kind() != EventKind::MemberFailed)
+        .map(|e| (e.kind(), e.member(), fmt_time(e.at)))
         .collect();
     let (t30, t40, t50) = (
         "2026-12-07T00:30:00Z".to_string(),
@@ -504,7 +501,7 @@ fn stage_threshold_can_fail_the_stage_while_every_group_threshold_holds() {
     let sf = single(&r, EventKind::StageFailed);
     assert_eq!(fmt_time(sf.at), "2026-12-07T00:40:00Z");
     assert_eq!(
-        index_of(&r, |e| e.kind == EventKind::StageFailed),
+        index_of(&r, |e| e.kind() == EventKind::StageFailed),
         index_of(&r, |e| is_member_event(e, EventKind::MemberFailed, "b-1")) + 1
     );
     assert_eq!(count(&r, EventKind::GroupFailed), 0);
@@ -566,10 +563,14 @@ fn sibling_group_starts_nothing_after_a_group_fails() {
     let tail: Vec<(EventKind, String, String)> = r
         .timeline
         .iter()
-        .skip_while(|e| e.kind != EventKind::MemberFailed)
+        .skip_while(|e| e.kind() != EventKind::MemberFailed)
         .map(|e| {
-            let who = e.member.clone().or(e.group.clone()).unwrap_or_default();
-            (e.kind, who, fmt_time(e.at)[11..16].to_string())
+            let who = e
+                .member()
+                .map(str::to_string)
+                .or(e.group().map(str::to_string))
+                .unwrap_or_default();
+            (e.kind(), who, fmt_time(e.at)[11..16].to_string())
         })
         .collect();
     let row = |k, who: &str, at: &str| (k, who.to_string(), at.to_string());
@@ -666,7 +667,7 @@ fn group_whose_members_all_finished_within_its_threshold_is_completed_when_the_s
     assert_eq!(time(a.status.completed_time), "2026-12-07T01:00:00Z");
     let done: Vec<Option<&str>> = events(&r, EventKind::GroupCompleted)
         .into_iter()
-        .map(|e| e.group.as_deref())
+        .map(|e| e.group())
         .collect();
     assert_eq!(done, vec![Some("group-a")]);
     assert_ne!(group(&r, "group-b").status.state, State::Completed);
@@ -724,7 +725,7 @@ fn waiting_members_are_ordered_open_now_opens_soon_no_window_closed_then_by_name
     );
     let pending: Vec<(String, String)> = events(&r, EventKind::MemberPending)
         .into_iter()
-        .map(|e| (e.member.clone().unwrap(), time(e.until)))
+        .map(|e| (e.member().map(str::to_string).unwrap(), time(e.until())))
         .collect();
     assert_eq!(
         sorted(pending),
@@ -752,8 +753,8 @@ fn pending_member_is_reported_with_its_next_opening_time() {
     let p = member_events(&r, EventKind::MemberPending, "m-wed");
     assert_eq!(p.len(), 1);
     assert_eq!(fmt_time(p[0].at), "2026-12-07T00:00:00Z");
-    assert_eq!(p[0].reason, Some(Reason::MaintenanceWindow));
-    assert_eq!(time(p[0].until), "2026-12-09T00:00:00Z");
+    assert_eq!(p[0].reason(), Some(Reason::MaintenanceWindow));
+    assert_eq!(time(p[0].until()), "2026-12-09T00:00:00Z");
     // A Pending member holds no slot: the group moves on to m-free at once.
     assert_eq!(
         member_at(&r, EventKind::MemberStarted, "m-free"),
@@ -813,7 +814,7 @@ fn a_window_only_permits_it_never_triggers() {
     let r = sim(v);
     let p = single(&r, EventKind::MemberPending);
     assert_eq!(fmt_time(p.at), "2026-12-07T10:00:00Z");
-    assert_eq!(time(p.until), "2026-12-08T00:00:00Z");
+    assert_eq!(time(p.until()), "2026-12-08T00:00:00Z");
     assert_eq!(
         member_at(&r, EventKind::MemberStarted, "m-1"),
         "2026-12-08T00:00:00Z"
@@ -872,9 +873,9 @@ fn no_member_upgrade_starts_outside_its_window() {
         ])
     );
     let p = single(&r, EventKind::MemberPending);
-    assert_eq!(p.member.as_deref(), Some("w-4"));
+    assert_eq!(p.member(), Some("w-4"));
     assert_eq!(fmt_time(p.at), "2026-12-07T04:30:00Z");
-    assert_eq!(time(p.until), "2026-12-08T00:00:00Z");
+    assert_eq!(time(p.until()), "2026-12-08T00:00:00Z");
     assert_every_start_inside_its_window(&sc, &r);
     assert_eq!(r.summary.members_completed, 4);
 }
@@ -914,7 +915,7 @@ actions:
     let r = waverun_core::sim::simulate(&sc).unwrap();
     let until: Vec<(String, String)> = events(&r, EventKind::MemberPending)
         .into_iter()
-        .map(|e| (e.member.clone().unwrap(), time(e.until)))
+        .map(|e| (e.member().map(str::to_string).unwrap(), time(e.until())))
         .collect();
     assert_eq!(
         sorted(until),
@@ -970,7 +971,7 @@ fn not_allowed_dates_block_a_window_on_whole_local_dates() {
     let r = waverun_core::sim::simulate(&sc).unwrap();
     let until: Vec<(String, String)> = events(&r, EventKind::MemberPending)
         .into_iter()
-        .map(|e| (e.member.clone().unwrap(), time(e.until)))
+        .map(|e| (e.member().map(str::to_string).unwrap(), time(e.until())))
         .collect();
     assert_eq!(
         sorted(until),
@@ -1135,9 +1136,9 @@ fn window_is_inactive_before_its_start_date_and_intervals_count_from_it() {
 mod helpers {
     use serde_json::{json, Value};
     use std::collections::BTreeMap;
-    use waverun_core::plan::PoolImage;
     use waverun_core::sim::{simulate, Scenario, Simulation, SimulationReport};
     use waverun_core::state::{GroupStatus, MemberStatus, StageStatus};
+    use waverun_core::PoolImage;
     use waverun_core::{Event, EventKind, RunStatus, Timestamp};
 
     pub use waverun_core::fmt_time;
@@ -1270,7 +1271,7 @@ mod helpers {
     }
 
     pub fn events(r: &SimulationReport, kind: EventKind) -> Vec<&Event> {
-        r.timeline.iter().filter(|e| e.kind == kind).collect()
+        r.timeline.iter().filter(|e| e.kind() == kind).collect()
     }
 
     pub fn count(r: &SimulationReport, kind: EventKind) -> usize {
@@ -1284,7 +1285,7 @@ mod helpers {
     }
 
     pub fn is_member_event(e: &Event, kind: EventKind, m: &str) -> bool {
-        e.kind == kind && e.member.as_deref() == Some(m)
+        e.kind() == kind && e.member() == Some(m)
     }
 
     pub fn member_events<'a>(r: &'a SimulationReport, kind: EventKind, m: &str) -> Vec<&'a Event> {
@@ -1311,7 +1312,7 @@ mod helpers {
     pub fn member_names(r: &SimulationReport, kind: EventKind) -> Vec<&str> {
         events(r, kind)
             .into_iter()
-            .filter_map(|e| e.member.as_deref())
+            .filter_map(|e| e.member())
             .collect()
     }
 
@@ -1320,7 +1321,7 @@ mod helpers {
         sorted(
             events(r, EventKind::MemberStarted)
                 .into_iter()
-                .map(|e| (e.member.clone().unwrap(), fmt_time(e.at)))
+                .map(|e| (e.member().map(str::to_string).unwrap(), fmt_time(e.at)))
                 .collect(),
         )
     }
@@ -1329,7 +1330,7 @@ mod helpers {
     pub fn failures(r: &SimulationReport) -> Vec<(String, String)> {
         events(r, EventKind::MemberFailed)
             .into_iter()
-            .map(|e| (e.member.clone().unwrap(), fmt_time(e.at)))
+            .map(|e| (e.member().map(str::to_string).unwrap(), fmt_time(e.at)))
             .collect()
     }
 
@@ -1354,7 +1355,7 @@ mod helpers {
     pub fn assert_every_start_inside_its_window(sc: &Scenario, r: &SimulationReport) {
         let upgrade = sc.run.managed_cluster_update.upgrade.upgrade_type;
         for e in events(r, EventKind::MemberStarted) {
-            let name = e.member.as_deref().unwrap();
+            let name = e.member().unwrap();
             let m = sc.members.iter().find(|m| m.name == name).unwrap();
             if let Some(w) = waverun_core::plan::governing_window(&m.member(), upgrade) {
                 assert!(
@@ -1417,11 +1418,17 @@ mod helpers {
         let mut flying: BTreeMap<String, (String, String)> = BTreeMap::new();
         let mut peaks = Peaks::default();
         for e in timeline {
-            let m = e.member.clone().unwrap_or_default();
-            match e.kind {
+            let m = e.member().map(str::to_string).unwrap_or_default();
+            match e.kind() {
                 EventKind::MemberStarted => {
-                    let g = e.group.clone().expect("member events name their group");
-                    let s = e.stage.clone().expect("member events name their stage");
+                    let g = e
+                        .group()
+                        .map(str::to_string)
+                        .expect("member events name their group");
+                    let s = e
+                        .stage()
+                        .map(str::to_string)
+                        .expect("member events name their stage");
                     let again = flying.insert(m, (s, g));
                     assert!(again.is_none(), "started while in flight: {e:?}");
                 }

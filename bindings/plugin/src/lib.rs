@@ -38,8 +38,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use waverun_core::sim::{simulate, Scenario};
 use waverun_core::{
-    Command, Engine, Error, ErrorCode, Event, EventKind, FieldError, HostCommand, Input,
-    Observation, Output, RunStatus, Timestamp, UpgradeOperation,
+    Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input, Observation,
+    Output, RunStatus, Timestamp, UpgradeOperation,
 };
 
 #[cfg(target_arch = "wasm32")]
@@ -337,8 +337,8 @@ fn is_submit_refusal(e: &waverun_core::state::StatusError) -> bool {
 /// Reports the member failures the driver caused with its own code.
 fn mark_events(events: &mut [Event]) {
     for ev in events {
-        if let Some(e) = &mut ev.error {
-            if ev.kind == EventKind::MemberFailed && is_submit_refusal(e) {
+        if let Fact::MemberFailed { error: e, .. } = &mut ev.fact {
+            if is_submit_refusal(e) {
                 e.code = Code::ClusterSubmitFailed.as_str().to_string();
             }
         }

@@ -26,7 +26,7 @@ use tree::{
 use crate::catalog::Catalog;
 use crate::error::{Error, ErrorCode, Errors};
 use crate::event::{
-    Event, EventKind, HostCommand, Output, Reason, UpgradeOperation, WakeReason, Wakeup,
+    Event, Fact, HostCommand, Output, Reason, UpgradeOperation, WakeReason, Wakeup,
 };
 use crate::model::{
     Freeze, GateTiming, GateType, Member, NodeImageSelectionType, ReleaseCatalog, SkipTarget,
@@ -258,7 +258,7 @@ impl Engine {
                         .and_then(|r| gate_ref(r, &gate))
                         .is_some_and(|g| g.state == State::Pending);
                     if pending {
-                        self.complete_gate(&run, &gate, Some("schedule".to_string()));
+                        self.complete_gate(&run, &gate, "schedule".to_string());
                     }
                 }
                 Timer::StageWait { run, stage } => self.end_wait(&run, stage as usize),
@@ -491,7 +491,7 @@ impl Engine {
             index: RunIndex::default(),
         };
         self.runs.insert(name.clone(), run);
-        self.emit(Event::new(self.now, EventKind::RunCreated, &name));
+        self.emit(Event::new(self.now, &name, Fact::RunCreated));
         Ok(())
     }
 
@@ -527,7 +527,7 @@ impl Engine {
         run.strategy = strategy;
         let name = spec.name.clone();
         run.spec = spec;
-        self.emit(Event::new(self.now, EventKind::RunUpdated, &name));
+        self.emit(Event::new(self.now, &name, Fact::RunUpdated));
         Ok(())
     }
 
@@ -558,7 +558,7 @@ impl Engine {
         for w in self.lease_waiters.values_mut() {
             w.retain(|l| l.run != name);
         }
-        self.emit(Event::new(self.now, EventKind::RunDeleted, name));
+        self.emit(Event::new(self.now, name, Fact::RunDeleted));
         Ok(())
     }
 
@@ -629,11 +629,11 @@ impl Engine {
         run.node.state = State::Running;
         run.node.start = Some(self.now);
         self.runs.insert(name.to_string(), run);
-        let mut ev = Event::new(self.now, EventKind::RunStarted, name);
-        if let Some(r) = &self.runs[name].retry_of {
-            ev.message = Some(format!("retry of run {r}"));
-        }
-        self.emit(ev);
+        let message = self.runs[name]
+            .retry_of
+            .as_ref()
+            .map(|r| format!("retry of run {r}"));
+        self.emit(Event::new(self.now, name, Fact::RunStarted { message }));
         for t in &pending {
             self.apply_skip(name, t);
         }
@@ -675,7 +675,7 @@ impl Engine {
                 }
             }
         }
-        self.emit(Event::new(now, EventKind::RunResumed, name));
+        self.emit(Event::new(now, name, Fact::RunResumed));
         let cur = self.runs[name].current;
         if let Some(stage) = self.runs[name].stages.get(cur) {
             let in_body = stage.phase == Phase::Body;
@@ -706,9 +706,8 @@ impl Engine {
         let run = self.runs.get_mut(name).expect("checked");
         run.stopping = Some(StopCause::User);
         run.node.state = State::Stopping;
-        let mut ev = Event::new(self.now, EventKind::RunStopping, name);
-        ev.reason = Some(Reason::Stop);
-        self.emit(ev);
+        let reason = Reason::Stop;
+        self.emit(Event::new(self.now, name, Fact::RunStopping { reason }));
         self.drive(name);
         Ok(())
     }
@@ -825,7 +824,7 @@ impl Engine {
                 ))
             }
         }
-        self.complete_gate(name, &loc, Some(by.unwrap_or_else(|| "user".to_string())));
+        self.complete_gate(name, &loc, by.unwrap_or_else(|| "user".to_string()));
         Ok(())
     }
 
@@ -969,12 +968,12 @@ impl Engine {
                     State::Completed
                 };
                 run.node.completed = Some(now);
-                let kind = if all_skipped {
-                    EventKind::RunSkipped
+                let fact = if all_skipped {
+                    Fact::RunSkipped
                 } else {
-                    EventKind::RunCompleted
+                    Fact::RunCompleted
                 };
-                self.emit(Event::new(now, kind, name));
+                self.emit(Event::new(now, name, fact));
                 return;
             }
             let stage = &mut run.stages[cur];
@@ -990,9 +989,8 @@ impl Engine {
                     stage.phase = Phase::Before;
                     stage.node.state = State::Running;
                     stage.node.start = Some(now);
-                    let mut ev = Event::new(now, EventKind::StageStarted, name);
-                    ev.stage = Some(stage.name.clone());
-                    self.emit(ev);
+                    let stage = stage.name.clone();
+                    self.emit(Event::new(now, name, Fact::StageStarted { stage }));
                     let n = self.runs[name].stages[cur].before_gates.len();
                     for i in 0..n {
                         self.create_gate(
@@ -1047,9 +1045,9 @@ impl Engine {
                         stage.wait.state = State::Running;
                         stage.wait.start = Some(now);
                         stage.wait_until = Some(until);
-                        let mut ev = Event::new(now, EventKind::AfterStageWaitStarted, name);
-                        ev.stage = Some(stage.name.clone());
-                        ev.until = Some(until);
+                        let stage = stage.name.clone();
+                        let ev =
+                            Event::new(now, name, Fact::AfterStageWaitStarted { stage, until });
                         self.timers.insert((
                             until,
                             Timer::StageWait {
@@ -1083,8 +1081,8 @@ impl Engine {
                     stage.phase = Phase::Done;
                     stage.node.state = State::Completed;
                     stage.node.completed = Some(now);
-                    let mut ev = Event::new(now, EventKind::StageCompleted, name);
-                    ev.stage = Some(stage.name.clone());
+                    let stage = stage.name.clone();
+                    let ev = Event::new(now, name, Fact::StageCompleted { stage });
                     run.current += 1;
                     self.emit(ev);
                 }
@@ -1113,9 +1111,8 @@ impl Engine {
         g.phase = Phase::Before;
         g.node.state = State::Running;
         g.node.start = Some(now);
-        let mut ev = Event::new(now, EventKind::GroupStarted, name);
-        ev.stage = Some(stage_name);
-        ev.group = Some(g.name.clone());
+        let (stage, group) = (stage_name, g.name.clone());
+        let ev = Event::new(now, name, Fact::GroupStarted { stage, group });
         let n = g.before_gates.len();
         self.emit(ev);
         for i in 0..n {
@@ -1169,15 +1166,16 @@ impl Engine {
                         for gate in &mut g.after_gates {
                             gate.state = State::Skipped;
                         }
-                        let mut ev = Event::new(now, EventKind::GroupSkipped, name);
-                        ev.stage = Some(stage_name.clone());
-                        ev.group = Some(g.name.clone());
-                        ev.reason = Some(if g.skipped_by_user() {
-                            Reason::SkippedByUser
-                        } else {
-                            Reason::AlreadyAtTarget
-                        });
-                        self.emit(ev);
+                        let fact = Fact::GroupSkipped {
+                            stage: stage_name.clone(),
+                            group: g.name.clone(),
+                            reason: if g.skipped_by_user() {
+                                Reason::SkippedByUser
+                            } else {
+                                Reason::AlreadyAtTarget
+                            },
+                        };
+                        self.emit(Event::new(now, name, fact));
                         return;
                     }
                     g.phase = Phase::After;
@@ -1201,10 +1199,8 @@ impl Engine {
                     g.phase = Phase::Done;
                     g.node.state = State::Completed;
                     g.node.completed = Some(now);
-                    let mut ev = Event::new(now, EventKind::GroupCompleted, name);
-                    ev.stage = Some(stage_name.clone());
-                    ev.group = Some(g.name.clone());
-                    self.emit(ev);
+                    let (stage, group) = (stage_name.clone(), g.name.clone());
+                    self.emit(Event::new(now, name, Fact::GroupCompleted { stage, group }));
                     return;
                 }
             }
@@ -1246,14 +1242,13 @@ impl Engine {
                 Decision::Skip { reason, message } => {
                     settle_skip(m, now, reason, message);
                     g.unfinished -= 1;
-                    outputs.push_back(Output::Event(member_event(
+                    outputs.push_back(Output::Event(member_skipped(
                         now,
-                        EventKind::MemberSkipped,
                         name,
                         &stage_name,
                         &g.name,
                         m,
-                        Some(skip_reason(reason)),
+                        skip_reason(reason),
                     )));
                 }
                 Decision::Fail { code, message } => {
@@ -1267,17 +1262,14 @@ impl Engine {
                     m.message = Some(message);
                     g.unfinished -= 1;
                     failures += 1;
-                    let mut ev = member_event(
+                    outputs.push_back(Output::Event(member_failed(
                         now,
-                        EventKind::MemberFailed,
                         name,
                         &stage_name,
                         &g.name,
                         m,
                         None,
-                    );
-                    ev.error = m.node.error.clone();
-                    outputs.push_back(Output::Event(ev));
+                    )));
                 }
             }
         }
@@ -1382,19 +1374,17 @@ impl Engine {
                     m.message = Some(format!(
                         "fleet freeze \"{}\" until {}",
                         f.name,
-                        crate::fmt_time(f.end)
+                        crate::time::fmt_time(f.end)
                     ));
-                    let mut ev = member_event(
-                        now,
-                        EventKind::MemberPending,
-                        name,
-                        &stage_name,
-                        &g.name,
-                        m,
-                        Some(Reason::Freeze),
-                    );
-                    ev.until = Some(f.end);
-                    outputs.push_back(Output::Event(ev));
+                    let fact = Fact::MemberPending {
+                        stage: stage_name.clone(),
+                        group: g.name.clone(),
+                        member: m.name.clone(),
+                        reason: Reason::Freeze,
+                        until: Some(f.end),
+                        message: None,
+                    };
+                    outputs.push_back(Output::Event(Event::new(now, name, fact)));
                 }
             }
         }
@@ -1553,7 +1543,10 @@ impl Engine {
                     }
                     let msg = match next {
                         Some(t) => {
-                            format!("maintenance window closed; opens {}", crate::fmt_time(t))
+                            format!(
+                                "maintenance window closed; opens {}",
+                                crate::time::fmt_time(t)
+                            )
                         }
                         None => "maintenance window never opens again".to_string(),
                     };
@@ -1573,18 +1566,15 @@ impl Engine {
         if m.pending != Some((reason, until)) {
             m.pending = Some((reason, until));
             m.message = Some(message.clone());
-            let mut ev = member_event(
-                now,
-                EventKind::MemberPending,
-                name,
-                stage_name,
-                &g.name,
-                m,
-                Some(reason),
-            );
-            ev.until = until;
-            ev.message = Some(message);
-            outputs.push_back(Output::Event(ev));
+            let fact = Fact::MemberPending {
+                stage: stage_name.clone(),
+                group: g.name.clone(),
+                member: m.name.clone(),
+                reason,
+                until,
+                message: Some(message),
+            };
+            outputs.push_back(Output::Event(Event::new(now, name, fact)));
         }
         None
     }
@@ -1643,20 +1633,16 @@ impl Engine {
                         member: mi,
                     },
                 );
-                let mut ev = member_event(
-                    now,
-                    EventKind::MemberStarted,
-                    name,
-                    stage_name,
-                    &g.name,
-                    m,
-                    None,
-                );
-                ev.kubernetes_version = kubernetes_version.clone();
-                ev.node_images = node_images.clone();
-                ev.operation_id = Some(op.clone());
-                ev.message = m.message.clone();
-                outputs.push_back(Output::Event(ev));
+                let fact = Fact::MemberStarted {
+                    stage: stage_name.clone(),
+                    group: g.name.clone(),
+                    member: m.name.clone(),
+                    kubernetes_version: kubernetes_version.clone(),
+                    node_images: node_images.clone(),
+                    operation_id: op.clone(),
+                    message: m.message.clone(),
+                };
+                outputs.push_back(Output::Event(Event::new(now, name, fact)));
                 outputs.push_back(Output::Command(HostCommand::StartUpgrade(
                     UpgradeOperation {
                         operation_id: op,
@@ -1676,14 +1662,13 @@ impl Engine {
             Decision::Skip { reason, message } => {
                 settle_skip(m, now, reason, message);
                 g.unfinished -= 1;
-                outputs.push_back(Output::Event(member_event(
+                outputs.push_back(Output::Event(member_skipped(
                     now,
-                    EventKind::MemberSkipped,
                     name,
                     stage_name,
                     &g.name,
                     m,
-                    Some(skip_reason(reason)),
+                    skip_reason(reason),
                 )));
                 self.advance_group(name, si, gi);
             }
@@ -1697,17 +1682,9 @@ impl Engine {
                 });
                 m.message = Some(message);
                 g.unfinished -= 1;
-                let mut ev = member_event(
-                    now,
-                    EventKind::MemberFailed,
-                    name,
-                    stage_name,
-                    &g.name,
-                    m,
-                    None,
-                );
-                ev.error = m.node.error.clone();
-                outputs.push_back(Output::Event(ev));
+                outputs.push_back(Output::Event(member_failed(
+                    now, name, stage_name, &g.name, m, None,
+                )));
                 self.count_failure(name, si, gi);
                 self.advance_group(name, si, gi);
             }
@@ -1758,17 +1735,13 @@ impl Engine {
                         }
                     }
                 }
-                let mut ev = member_event(
-                    now,
-                    EventKind::MemberCompleted,
-                    &run_name,
-                    stage_name,
-                    &g.name,
-                    m,
-                    None,
-                );
-                ev.operation_id = Some(op.to_string());
-                outputs.push_back(Output::Event(ev));
+                let fact = Fact::MemberCompleted {
+                    stage: stage_name.clone(),
+                    group: g.name.clone(),
+                    member: m.name.clone(),
+                    operation_id: op.to_string(),
+                };
+                outputs.push_back(Output::Event(Event::new(now, &run_name, fact)));
             }
             Some(message) => {
                 m.node.state = State::Failed;
@@ -1776,18 +1749,14 @@ impl Engine {
                     code: ErrorCode::UpgradeFailed.to_string(),
                     message: message.clone(),
                 });
-                let mut ev = member_event(
+                outputs.push_back(Output::Event(member_failed(
                     now,
-                    EventKind::MemberFailed,
                     &run_name,
                     stage_name,
                     &g.name,
                     m,
-                    None,
-                );
-                ev.operation_id = Some(op.to_string());
-                ev.error = m.node.error.clone();
-                outputs.push_back(Output::Event(ev));
+                    Some(op.to_string()),
+                )));
             }
         }
         let member_name = m.name.clone();
@@ -1830,12 +1799,13 @@ impl Engine {
                 "group \"{}\" of stage \"{stage_name}\" failed: {msg}",
                 g.name
             ));
-            let mut ev = Event::new(now, EventKind::GroupFailed, name);
-            ev.stage = Some(stage_name);
-            ev.group = Some(g.name.clone());
-            ev.reason = Some(Reason::FailureThresholdExceeded);
-            ev.message = Some(msg);
-            self.emit(ev);
+            let fact = Fact::GroupFailed {
+                stage: stage_name,
+                group: g.name.clone(),
+                reason: Reason::FailureThresholdExceeded,
+                message: msg,
+            };
+            self.emit(Event::new(now, name, fact));
         }
         let stage = &self.runs[name].stages[si];
         if !stage.failed
@@ -1900,10 +1870,12 @@ impl Engine {
             code: ErrorCode::FailureThresholdExceeded.to_string(),
             message: why.to_string(),
         });
-        let mut ev = Event::new(now, EventKind::StageFailed, name);
-        ev.stage = Some(stage.name.clone());
-        ev.reason = Some(Reason::FailureThresholdExceeded);
-        ev.message = Some(why.to_string());
+        let fact = Fact::StageFailed {
+            stage: stage.name.clone(),
+            reason: Reason::FailureThresholdExceeded,
+            message: why.to_string(),
+        };
+        let ev = Event::new(now, name, fact);
         let msg = format!("stage \"{}\" failed: {why}", stage.name);
         run.node.error = Some(StatusError {
             code: ErrorCode::FailureThresholdExceeded.to_string(),
@@ -1921,9 +1893,8 @@ impl Engine {
             run.stopping = Some(StopCause::Failure);
             if run.in_flight > 0 {
                 run.node.state = State::Stopping;
-                let mut ev = Event::new(now, EventKind::RunStopping, name);
-                ev.reason = Some(Reason::FailureThresholdExceeded);
-                self.emit(ev);
+                let reason = Reason::FailureThresholdExceeded;
+                self.emit(Event::new(now, name, Fact::RunStopping { reason }));
             }
         }
         self.drive(name);
@@ -1935,9 +1906,9 @@ impl Engine {
     fn finish_stop(&mut self, name: &str, cause: StopCause) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
-        let (run_state, kind) = match cause {
-            StopCause::User => (State::Stopped, EventKind::RunStopped),
-            StopCause::Failure => (State::Failed, EventKind::RunFailed),
+        let run_state = match cause {
+            StopCause::User => State::Stopped,
+            StopCause::Failure => State::Failed,
         };
         let cur = run.current;
         let mut events = Vec::new();
@@ -1946,10 +1917,8 @@ impl Engine {
             for g in &mut stage.groups {
                 if matches!(g.node.state, State::Running | State::Pending) {
                     g.node.state = State::Stopped;
-                    let mut ev = Event::new(now, EventKind::GroupStopped, name);
-                    ev.stage = Some(stage.name.clone());
-                    ev.group = Some(g.name.clone());
-                    events.push(ev);
+                    let (stage, group) = (stage.name.clone(), g.name.clone());
+                    events.push(Event::new(now, name, Fact::GroupStopped { stage, group }));
                 }
             }
             if matches!(stage.node.state, State::Running | State::Pending) {
@@ -1957,9 +1926,8 @@ impl Engine {
                     fail_for_group = true;
                 } else {
                     stage.node.state = State::Stopped;
-                    let mut ev = Event::new(now, EventKind::StageStopped, name);
-                    ev.stage = Some(stage.name.clone());
-                    events.push(ev);
+                    let stage = stage.name.clone();
+                    events.push(Event::new(now, name, Fact::StageStopped { stage }));
                 }
             }
         }
@@ -1973,9 +1941,12 @@ impl Engine {
         run.node.state = run_state;
         run.node.completed = Some(now);
         run.stopping = None;
-        let mut ev = Event::new(now, kind, name);
-        ev.error = run.node.error.clone();
-        self.emit(ev);
+        let error = run.node.error.clone();
+        let fact = match cause {
+            StopCause::User => Fact::RunStopped { error },
+            StopCause::Failure => Fact::RunFailed { error },
+        };
+        self.emit(Event::new(now, name, fact));
     }
 
     fn create_gate(&mut self, name: &str, loc: GateLoc) {
@@ -2012,13 +1983,6 @@ impl Engine {
             .or_insert_with(|| loc.clone());
         run.index.pending.insert(loc.clone());
         let gate = gate_mut(&mut run.stages, &loc);
-        let mut ev = Event::new(now, EventKind::GateCreated, name);
-        ev.stage = Some(stage_name);
-        ev.group = group_name;
-        ev.gate_type = Some(gate.config.gate_type);
-        ev.timing = Some(loc.timing);
-        ev.gate_id = Some(id);
-        ev.message = gate.config.display_name.clone();
         let mut open_at = None;
         if let (GateType::ScheduledStart, Some(c)) = (
             gate.config.gate_type,
@@ -2033,13 +1997,21 @@ impl Engine {
                 .unwrap_or(chrono::FixedOffset::east_opt(0).expect("zero"));
             let at = next_weekly_occurrence(c.start_day, hh, mm, offset, now);
             gate.absolute_start = Some(at);
-            ev.until = Some(at);
             open_at = Some(at);
         }
-        self.emit(ev);
+        let fact = Fact::GateCreated {
+            stage: stage_name,
+            group: group_name,
+            until: open_at,
+            gate_type: gate.config.gate_type,
+            timing: loc.timing,
+            gate_id: id,
+            message: gate.config.display_name.clone(),
+        };
+        self.emit(Event::new(now, name, fact));
         if let Some(at) = open_at {
             if at <= now {
-                self.complete_gate(name, &loc, Some("schedule".to_string()));
+                self.complete_gate(name, &loc, "schedule".to_string());
             } else {
                 self.timers.insert((
                     at,
@@ -2052,7 +2024,7 @@ impl Engine {
         }
     }
 
-    fn complete_gate(&mut self, name: &str, loc: &GateLoc, by: Option<String>) {
+    fn complete_gate(&mut self, name: &str, loc: &GateLoc, by: String) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         let stage_name = run.stages[loc.stage as usize].name.clone();
@@ -2065,15 +2037,17 @@ impl Engine {
         let gate = gate_mut(&mut run.stages, loc);
         gate.state = State::Completed;
         gate.completed = Some(now);
-        gate.by = by.clone();
-        let mut ev = Event::new(now, EventKind::GateCompleted, name);
-        ev.stage = Some(stage_name);
-        ev.group = group_name;
-        ev.gate_type = Some(gate.config.gate_type);
-        ev.timing = Some(loc.timing);
-        ev.gate_id = gate.id.clone();
-        ev.by = by;
-        self.emit(ev);
+        gate.by = Some(by.clone());
+        let fact = Fact::GateCompleted {
+            stage: stage_name,
+            group: group_name,
+            gate_type: gate.config.gate_type,
+            timing: loc.timing,
+            // Only a Pending gate completes, and a gate is Pending once created with its id.
+            gate_id: gate.id.clone().unwrap_or_default(),
+            by,
+        };
+        self.emit(Event::new(now, name, fact));
         if let Some(gi) = loc.group {
             self.advance_group(name, loc.stage as usize, gi as usize);
             self.fill_stage(name, loc.stage as usize);
@@ -2094,9 +2068,12 @@ impl Engine {
         }
         stage.wait.state = State::Completed;
         stage.wait.completed = Some(now);
-        let mut ev = Event::new(now, EventKind::AfterStageWaitCompleted, name);
-        ev.stage = Some(stage.name.clone());
-        self.emit(ev);
+        let stage = stage.name.clone();
+        self.emit(Event::new(
+            now,
+            name,
+            Fact::AfterStageWaitCompleted { stage },
+        ));
         self.drive(name);
     }
 
@@ -2198,14 +2175,13 @@ impl Engine {
                 g.unfinished -= 1;
                 g.ready_open.remove(&mi);
                 g.ready_free.remove(&mi);
-                let ev = member_event(
+                let ev = member_skipped(
                     now,
-                    EventKind::MemberSkipped,
                     name,
                     &stage_name,
                     &g.name.clone(),
                     &g.members[mi as usize],
-                    Some(Reason::SkippedByUser),
+                    Reason::SkippedByUser,
                 );
                 self.emit(ev);
                 self.advance_group(name, si as usize, gi as usize);
@@ -2236,10 +2212,11 @@ impl Engine {
                 }
                 stage.wait.state = State::Skipped;
                 stage.wait.completed = Some(now);
-                let mut ev = Event::new(now, EventKind::AfterStageWaitSkipped, name);
-                ev.stage = Some(stage.name.clone());
-                ev.reason = Some(Reason::SkippedByUser);
-                self.emit(ev);
+                let fact = Fact::AfterStageWaitSkipped {
+                    stage: stage.name.clone(),
+                    reason: Reason::SkippedByUser,
+                };
+                self.emit(Event::new(now, name, fact));
             }
         }
     }
@@ -2272,14 +2249,13 @@ impl Engine {
                 "group skipped by user".to_string(),
             );
             g.unfinished -= 1;
-            outputs.push_back(Output::Event(member_event(
+            outputs.push_back(Output::Event(member_skipped(
                 now,
-                EventKind::MemberSkipped,
                 name,
                 &stage_name,
                 &g.name,
                 m,
-                Some(Reason::SkippedByUser),
+                Reason::SkippedByUser,
             )));
         }
         for (timing, gates) in [
@@ -2303,11 +2279,12 @@ impl Engine {
         g.phase = Phase::Done;
         g.node.state = State::Skipped;
         g.node.completed = Some(now);
-        let mut ev = Event::new(now, EventKind::GroupSkipped, name);
-        ev.stage = Some(stage_name);
-        ev.group = Some(g.name.clone());
-        ev.reason = Some(Reason::SkippedByUser);
-        outputs.push_back(Output::Event(ev));
+        let fact = Fact::GroupSkipped {
+            stage: stage_name,
+            group: g.name.clone(),
+            reason: Reason::SkippedByUser,
+        };
+        outputs.push_back(Output::Event(Event::new(now, name, fact)));
     }
 
     /// Marks a stage Skipped: its gates and wait too. `by_user` also covers a stage not reached.
@@ -2348,14 +2325,15 @@ impl Engine {
         stage.phase = Phase::Done;
         stage.node.state = State::Skipped;
         stage.node.completed = Some(now);
-        let mut ev = Event::new(now, EventKind::StageSkipped, name);
-        ev.stage = Some(sname);
-        ev.reason = Some(if by_user {
-            Reason::SkippedByUser
-        } else {
-            Reason::AlreadyAtTarget
-        });
-        outputs.push_back(Output::Event(ev));
+        let fact = Fact::StageSkipped {
+            stage: sname,
+            reason: if by_user {
+                Reason::SkippedByUser
+            } else {
+                Reason::AlreadyAtTarget
+            },
+        };
+        outputs.push_back(Output::Event(Event::new(now, name, fact)));
     }
 
     // ---------------------------------------------------------------- helpers
@@ -2395,24 +2373,46 @@ fn skip_reason(r: SkipReason) -> Reason {
     }
 }
 
-fn member_event(
+/// `MemberSkipped` for a member just settled (its message says why).
+fn member_skipped(
     now: Timestamp,
-    kind: EventKind,
     run: &str,
     stage: &str,
     group: &str,
     m: &MemberRt,
-    reason: Option<Reason>,
+    reason: Reason,
 ) -> Event {
-    let mut ev = Event::new(now, kind, run);
-    ev.stage = Some(stage.to_string());
-    ev.group = Some(group.to_string());
-    ev.member = Some(m.name.clone());
-    ev.reason = reason;
-    if matches!(kind, EventKind::MemberSkipped) {
-        ev.message = m.message.clone();
-    }
-    ev
+    let fact = Fact::MemberSkipped {
+        stage: stage.to_string(),
+        group: group.to_string(),
+        member: m.name.clone(),
+        reason,
+        message: m.message.clone(),
+    };
+    Event::new(now, run, fact)
+}
+
+/// `MemberFailed` for a member whose error was just set.
+fn member_failed(
+    now: Timestamp,
+    run: &str,
+    stage: &str,
+    group: &str,
+    m: &MemberRt,
+    operation_id: Option<String>,
+) -> Event {
+    let fact = Fact::MemberFailed {
+        stage: stage.to_string(),
+        group: group.to_string(),
+        member: m.name.clone(),
+        operation_id,
+        // Every caller has just set it.
+        error: m.node.error.clone().unwrap_or_else(|| StatusError {
+            code: ErrorCode::UpgradeFailed.to_string(),
+            message: String::new(),
+        }),
+    };
+    Event::new(now, run, fact)
 }
 
 /// Skips a gate not yet passed; the `GateSkipped` event if it was Pending (it was created).
@@ -2431,13 +2431,15 @@ fn skip_gate(
     gate.state = State::Skipped;
     gate.completed = Some(now);
     was_pending.then(|| {
-        let mut ev = Event::new(now, EventKind::GateSkipped, run);
-        ev.stage = Some(stage.to_string());
-        ev.group = group.map(str::to_string);
-        ev.gate_type = Some(gate.config.gate_type);
-        ev.timing = Some(timing);
-        ev.gate_id = gate.id.clone();
-        ev
+        let fact = Fact::GateSkipped {
+            stage: stage.to_string(),
+            group: group.map(str::to_string),
+            gate_type: gate.config.gate_type,
+            timing,
+            // A Pending gate was created, with its id.
+            gate_id: gate.id.clone().unwrap_or_default(),
+        };
+        Event::new(now, run, fact)
     })
 }
 

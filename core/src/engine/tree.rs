@@ -4,11 +4,12 @@
 //! Plain data: what changes it lives in the engine's other rooms.
 
 use crate::event::Reason;
+use crate::model::PoolImage;
 use crate::model::{
     GateConfig, GateTiming, Member, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy,
     UpgradeType,
 };
-use crate::plan::{PoolImage, RunTarget, SkipReason};
+use crate::plan::{RunTarget, SkipReason};
 use crate::state::{NodeStatus, State, StatusError};
 use crate::window::CompiledWindow;
 use serde::{Deserialize, Serialize};

@@ -21,7 +21,7 @@ pub use crate::drive::EngineDriver;
 use crate::drive::{deliver, Surroundings};
 use crate::engine::{Command, Engine, GateSelector, Input};
 use crate::error::Error;
-use crate::event::{Event, EventKind, HostCommand, Output};
+use crate::event::{Event, Fact, HostCommand, Output};
 use crate::model::{GateType, Timestamp};
 use crate::state::{RunStatus, State};
 use serde::{Deserialize, Serialize};
@@ -104,17 +104,22 @@ impl Surroundings for World {
     fn output(&mut self, now: Timestamp, output: Output, answers: &mut Vec<Input>) {
         match output {
             Output::Event(mut ev) => {
-                if ev.kind == EventKind::RunCreated {
+                if ev.fact == Fact::RunCreated {
                     return;
                 }
-                if self.auto_approve
-                    && ev.kind == EventKind::GateCreated
-                    && ev.gate_type == Some(GateType::Approval)
+                if let (
+                    true,
+                    Fact::GateCreated {
+                        gate_type: GateType::Approval,
+                        gate_id,
+                        ..
+                    },
+                ) = (self.auto_approve, &ev.fact)
                 {
                     answers.push(Input::Command(Command::CompleteGate {
                         run: self.run.clone(),
                         gate: GateSelector {
-                            id: ev.gate_id.clone(),
+                            id: Some(gate_id.clone()),
                             stage: None,
                             group: None,
                             timing: None,
@@ -242,13 +247,14 @@ impl<E: EngineDriver> Simulation<E> {
                 Input::Command(command),
             );
             if let Err(e) = result {
-                let mut ev = Event::new(now, EventKind::ActionRejected, "");
-                ev.action = Some(serde_json::to_value(&a).expect("action serialises"));
-                ev.error = Some(crate::state::StatusError {
-                    code: e.code.to_string(),
-                    message: e.message.clone(),
-                });
-                self.world.timeline.push(ev);
+                let fact = Fact::ActionRejected {
+                    action: serde_json::to_value(&a).expect("action serialises"),
+                    error: crate::state::StatusError {
+                        code: e.code.to_string(),
+                        message: e.message.clone(),
+                    },
+                };
+                self.world.timeline.push(Event::new(now, "", fact));
             }
         }
         // 3. Engine timers due now.

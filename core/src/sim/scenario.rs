@@ -237,16 +237,6 @@ impl Action {
 }
 
 impl Scenario {
-    /// Parses a scenario from JSON text (closed schema, strict types: see [`crate::document`]).
-    pub fn from_json(text: &str) -> Result<Scenario, Error> {
-        crate::document::from_json_str(text)
-    }
-
-    /// Parses a scenario from YAML or JSON text.
-    pub fn from_text(text: &str, format: crate::document::Format) -> Result<Scenario, Error> {
-        crate::document::from_str(text, format)
-    }
-
     /// When the simulation stops at the latest.
     pub fn horizon(&self) -> Timestamp {
         self.until.unwrap_or_else(|| {

@@ -2,8 +2,8 @@
 
 use super::SimulationReport;
 use crate::event::Event;
-use crate::fmt_time;
 use crate::state::{GateStatus, NodeStatus};
+use crate::time::fmt_time;
 use std::fmt::Write;
 
 /// Renders a report for a terminal.
@@ -100,37 +100,37 @@ pub fn render_text(r: &SimulationReport) -> String {
 }
 
 fn timeline_line(e: &Event) -> String {
-    let mut path: Vec<&str> = Vec::new();
-    for p in [&e.stage, &e.group, &e.member].into_iter().flatten() {
-        path.push(p);
-    }
+    let path: Vec<&str> = [e.stage(), e.group(), e.member()]
+        .into_iter()
+        .flatten()
+        .collect();
     let mut line = format!(
         "{}  {:<24}{}",
         fmt_time(e.at),
-        format!("{:?}", e.kind),
+        format!("{:?}", e.kind()),
         path.join("/")
     )
     .trim_end()
     .to_string();
-    if let (Some(t), Some(g)) = (e.gate_type, e.timing) {
+    if let (Some(t), Some(g)) = (e.gate_type(), e.timing()) {
         let _ = write!(line, "  {t:?} gate ({g:?})");
     }
-    if let Some(v) = &e.kubernetes_version {
+    if let Some(v) = e.kubernetes_version() {
         let _ = write!(line, "  kubernetes {v}");
     }
-    for p in &e.node_images {
+    for p in e.node_images() {
         let _ = write!(line, "  {}={}", p.node_pool, p.image_version);
     }
-    if let Some(r) = e.reason {
+    if let Some(r) = e.reason() {
         let _ = write!(line, "  {r:?}");
     }
-    if let Some(u) = e.until {
+    if let Some(u) = e.until() {
         let _ = write!(line, " until {}", fmt_time(u));
     }
-    if let Some(err) = &e.error {
+    if let Some(err) = e.error() {
         let _ = write!(line, "  {}: {}", err.code, err.message);
     }
-    if let Some(a) = &e.action {
+    if let Some(a) = e.action() {
         let _ = write!(line, "  {a}");
     }
     line

@@ -160,7 +160,7 @@ fn simulate(sc: &Scenario) {
             ev.at
         );
         last = ev.at;
-        feature("event", &format!("{:?} {:?}", ev.kind, ev.reason));
+        feature("event", &format!("{:?} {:?}", ev.kind(), ev.reason()));
     }
     let s = &report.summary;
     let members: usize = report

@@ -21,7 +21,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use waverun_core::{
-    Command, Engine, Error, Event, EventKind, HostCommand, Input, Observation, Output, Timestamp,
+    Command, Engine, Error, Event, Fact, HostCommand, Input, Observation, Output, Timestamp,
 };
 
 /// Most operations one input drives.
@@ -547,14 +547,15 @@ impl World {
                     Output::Event(ev) => println!(
                         "    {} {:?} {}{}{}",
                         waverun_core::fmt_time(ev.at),
-                        ev.kind,
-                        [&ev.stage, &ev.group, &ev.member]
+                        ev.kind(),
+                        [ev.stage(), ev.group(), ev.member()]
                             .iter()
-                            .filter_map(|x| x.as_deref())
+                            .flatten()
+                            .copied()
                             .collect::<Vec<_>>()
                             .join("/"),
-                        ev.reason.map_or(String::new(), |r| format!(" {r:?}")),
-                        ev.until.map_or(String::new(), |u| format!(
+                        ev.reason().map_or(String::new(), |r| format!(" {r:?}")),
+                        ev.until().map_or(String::new(), |u| format!(
                             " until {}",
                             waverun_core::fmt_time(u)
                         ))
@@ -567,6 +568,9 @@ impl World {
             let text = serde_json::to_string(&out)
                 .unwrap_or_else(|err| panic!("an output does not serialise: {err}: {out:?}"));
             trace(&text);
+            let back: Output = serde_json::from_str(&text)
+                .unwrap_or_else(|err| panic!("an output does not read back: {err}: {text}"));
+            assert_eq!(back, out, "an output does not round-trip: {text}");
             match out {
                 Output::Event(ev) => self.event(&ev, now, &mut last),
                 Output::Command(HostCommand::StartUpgrade(op)) => {
@@ -657,7 +661,7 @@ impl World {
     }
 
     fn event(&mut self, ev: &Event, now: Timestamp, last: &mut Option<Timestamp>) {
-        feature("event", &format!("{:?} {:?}", ev.kind, ev.reason));
+        feature("event", &format!("{:?} {:?}", ev.kind(), ev.reason()));
         assert!(
             ev.at <= now,
             "an event at {} after now {now}: {ev:?}",
@@ -667,15 +671,11 @@ impl World {
             assert!(ev.at >= l, "events out of order: {} after {l}", ev.at);
         }
         *last = Some(ev.at);
-        match ev.kind {
-            EventKind::GateCreated => {
-                if let Some(id) = &ev.gate_id {
-                    if self.gate_ids.len() < 64 {
-                        self.gate_ids.push((ev.run.clone(), id.clone()));
-                    }
-                }
+        match &ev.fact {
+            Fact::GateCreated { gate_id: id, .. } if self.gate_ids.len() < 64 => {
+                self.gate_ids.push((ev.run.clone(), id.clone()));
             }
-            EventKind::RunDeleted => {
+            Fact::RunDeleted => {
                 self.started.remove(&ev.run);
             }
             _ => {}
