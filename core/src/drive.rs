@@ -59,9 +59,15 @@ pub trait Surroundings {
     /// same `now` once the outputs drained so far are handed over.
     fn output(&mut self, now: Timestamp, output: Output, answers: &mut Vec<Input>);
 
+    /// Called before an answer is delivered; `false` keeps it from the engine (a plugin that
+    /// journals every input before applying it refuses an answer its journal refused).
+    fn admit(&mut self, _now: Timestamp, _answer: &Input) -> bool {
+        true
+    }
+
     /// The result of delivering one of the answers (refusals are normal: a gate approved by
     /// the surroundings may have been completed by its schedule meanwhile).
-    fn answered(&mut self, _now: Timestamp, _input: &Input, _result: &Result<(), Error>) {}
+    fn answered(&mut self, _now: Timestamp, _answer: &Input, _result: &Result<(), Error>) {}
 }
 
 /// Delivers `input` at `now`, then [`drain`]s. Returns what the engine answered to `input`
@@ -92,9 +98,23 @@ where
     while let Some(out) = engine.poll_output() {
         around.output(now, out, &mut answers);
     }
+    answer(engine, around, now, answers);
+}
+
+/// Delivers `answers` at `now` as [`drain`] delivers the surroundings' answers: in order, each
+/// admitted first and followed by the outputs it causes (whose answers come next), until none
+/// is left.
+pub fn answer<E, S>(engine: &mut E, around: &mut S, now: Timestamp, mut answers: Vec<Input>)
+where
+    E: EngineDriver + ?Sized,
+    S: Surroundings + ?Sized,
+{
     while !answers.is_empty() {
         let mut next = Vec::new();
         for input in answers {
+            if !around.admit(now, &input) {
+                continue;
+            }
             let result = engine.handle_input(now, input.clone());
             around.answered(now, &input, &result);
             while let Some(out) = engine.poll_output() {

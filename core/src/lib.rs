@@ -25,8 +25,39 @@
 //!    or until the next input, whichever comes first. Then go to 1.
 //!
 //! A refused command returns an [`Error`] (stable [`ErrorCode`], message naming the field or
-//! the state that forbids it) and changes nothing.
+//! the state that forbids it) and changes nothing. [`drive`] is this loop written once (deliver,
+//! hand every output to the host's surroundings, deliver what they answer at once); the
+//! simulator, the plugin and the tests use it.
 //!
+//! ## Inside: handlers change state, one `settle` drives progress
+//! Inside `handle_input`, every due timer fires first, then the input is applied. A timer, a
+//! command or an observation only *changes state*: it validates, updates the run tree (a member
+//! finished, a gate completed, a skip applied, a member back in its queue), emits the events
+//! of what it changed, and touches the runs it changed. After each of them, one function —
+//! `settle` (`engine/progress.rs`) — drives every touched run, in the order touched, as far as
+//! it can go at `now`. It is the only code that moves a run on, always in this phase order:
+//!
+//! 1. **Drain.** A run that is stopping (a user's stop, or a failure threshold exceeded)
+//!    starts nothing new; groups of its current stage whose members all finished (and that need
+//!    no new gate) complete; when nothing is in flight it is `Stopped` or `Failed`.
+//! 2. **Stage, before.** The current stage starts (`StageStarted`) and creates its before gates
+//!    (a scheduled gate whose time has come opens at once); it waits while one is Pending.
+//! 3. **Stage, body.** Every group, in strategy order, moves through its own phases: entered
+//!    (`GroupStarted`, its before gates), then its members begin (members with nothing to do
+//!    are settled, the rest queued in priority order; those that cannot start now are Pending
+//!    on their reason), then its after gates, then `Completed` (or `Skipped`). Then members
+//!    start, one slot at a time, up to the stage's and groups' limits: the group with the
+//!    fewest in flight first; for each candidate the one scheduling decision,
+//!    [`decision::may_start`], says whether it may start now or why and until when it waits
+//!    (freeze, another run's lease, release not in its region, closed window).
+//! 4. **Stage, after.** Once every group is done: the after-stage wait, then the after gates;
+//!    then `StageCompleted` (or `StageSkipped` when all its groups were skipped, or `Failed`
+//!    when a threshold was exceeded) — and the next stage, from 2.
+//! 5. **Run.** After the last stage the run is `Completed` (`Skipped` if every stage was).
+//!
+//! A run waits when a phase cannot complete: a Pending gate, a running wait, members in flight
+//! or waiting. Whatever can end the wait — a timer, an upgrade result, an approval, a release,
+//! a lease freed — is an input that touches the run again.
 //! ## Time
 //! Time is a value: every input carries `now` (a UTC [`Timestamp`]). Before handling an input
 //! the engine fires every timer due at `now`, so an input always meets an up-to-date engine.
@@ -114,6 +145,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod decision;
 pub mod document;
 pub mod drive;
 pub mod engine;

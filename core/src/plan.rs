@@ -12,11 +12,14 @@ use crate::model::{
     UpdateRunSpec, UpdateStrategy, UpgradeType,
 };
 use crate::selector::{LabelIndex, LabelSelector};
-use crate::version::{compare_image_versions, image_family, KubeVersion};
+use crate::version::image_family;
 use crate::window::{CompiledWindow, WindowPriority};
 use serde::{Deserialize, Serialize};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::decision::{decide, unavailable, Decision, RunTarget, SkipReason};
+use crate::decision::{may_start, Situation};
+use crate::event::Reason;
 
 /// Name of the stage and group used when a run has no strategy ("every member one by one").
 pub const DEFAULT_STAGE_NAME: &str = "default";
@@ -222,248 +225,6 @@ pub fn priority(window: Option<&CompiledWindow>, now: Timestamp) -> WindowPriori
     }
 }
 
-/// What a run wants, resolved once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunTarget {
-    /// Upgrade type.
-    pub upgrade_type: UpgradeType,
-    /// Target Kubernetes version (Full, ControlPlaneOnly).
-    pub kubernetes_version: Option<KubeVersion>,
-    /// Node image selection kind.
-    pub selection: NodeImageSelectionType,
-    /// Consistent: the selected images (one per family); Custom: the given versions.
-    pub images: Vec<String>,
-}
-
-impl RunTarget {
-    /// The run target of a spec (Consistent images still to be selected). A `ControlPlaneOnly`
-    /// upgrade changes no node image, so whatever selection it carries counts as `Latest`
-    /// (`validate` and `plan` warn about it).
-    pub fn of(spec: &UpdateRunSpec) -> RunTarget {
-        let up = &spec.managed_cluster_update;
-        if up.upgrade.upgrade_type == UpgradeType::ControlPlaneOnly {
-            return RunTarget {
-                upgrade_type: UpgradeType::ControlPlaneOnly,
-                kubernetes_version: up
-                    .upgrade
-                    .kubernetes_version
-                    .as_deref()
-                    .and_then(|v| KubeVersion::parse(v).ok()),
-                selection: NodeImageSelectionType::Latest,
-                images: Vec::new(),
-            };
-        }
-        RunTarget {
-            upgrade_type: up.upgrade.upgrade_type,
-            kubernetes_version: up
-                .upgrade
-                .kubernetes_version
-                .as_deref()
-                .and_then(|v| KubeVersion::parse(v).ok()),
-            selection: up.node_image_selection.selection_type,
-            images: match up.node_image_selection.selection_type {
-                NodeImageSelectionType::Custom => up
-                    .node_image_selection
-                    .custom_node_image_versions
-                    .iter()
-                    .map(|v| v.version.clone())
-                    .collect(),
-                _ => Vec::new(),
-            },
-        }
-    }
-
-    fn image_for_family(&self, family: &str) -> Option<&str> {
-        self.images
-            .iter()
-            .find(|v| image_family(v) == Some(family))
-            .map(|s| s.as_str())
-    }
-}
-
-/// Why a member has nothing to do or cannot be processed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum SkipReason {
-    /// Already at the target.
-    AlreadyAtTarget,
-    /// Consistent selection found no image for one of its pools.
-    NoConsistentImage,
-    /// Skipped by a user (member, group or stage).
-    SkippedByUser,
-}
-
-/// What a member needs, decided against the catalog at `now`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Upgrade with these targets.
-    Upgrade {
-        /// Target control-plane version, when the control plane moves.
-        kubernetes_version: Option<String>,
-        /// Target image per pool that moves.
-        node_images: Vec<PoolImage>,
-        /// Notes (pools left alone, control plane ahead of target).
-        message: Option<String>,
-    },
-    /// Nothing to do.
-    Skip {
-        /// Why.
-        reason: SkipReason,
-        /// Explanation.
-        message: String,
-    },
-    /// Fails without a cluster call.
-    Fail {
-        /// Stable code.
-        code: ErrorCode,
-        /// Explanation.
-        message: String,
-    },
-}
-
-/// Decides what `m` needs for `t` at `now`.
-pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> Decision {
-    let mut notes: Vec<String> = Vec::new();
-    let mut kube_target = None;
-    if matches!(
-        t.upgrade_type,
-        UpgradeType::Full | UpgradeType::ControlPlaneOnly
-    ) {
-        if let (Some(target), Ok(current)) = (
-            t.kubernetes_version,
-            KubeVersion::parse(&m.kubernetes_version),
-        ) {
-            match current.cmp(&target) {
-                Ordering::Less => {
-                    if current.minors_until(&target) > 1 {
-                        return Decision::Fail {
-                            code: ErrorCode::MinorVersionSkip,
-                            message: format!(
-                                "control plane {current} is more than one minor version behind {target}; Kubernetes cannot skip a minor version: upgrade to {}.{} first",
-                                current.major,
-                                current.minor + 1
-                            ),
-                        };
-                    }
-                    kube_target = Some(target.to_string());
-                }
-                Ordering::Equal => {}
-                Ordering::Greater => notes.push(format!(
-                    "control plane {current} is ahead of target {target}; treated as at target (no downgrade)"
-                )),
-            }
-        }
-    }
-    let mut node_images = Vec::new();
-    let mut left_alone = Vec::new();
-    if matches!(
-        t.upgrade_type,
-        UpgradeType::Full | UpgradeType::NodeImageOnly
-    ) {
-        for pool in &m.node_pools {
-            let Some(family) = image_family(&pool.image_version) else {
-                left_alone.push(pool.name.clone());
-                continue;
-            };
-            let target = match t.selection {
-                NodeImageSelectionType::Latest => {
-                    if pool.from_snapshot {
-                        left_alone.push(format!("{} (from snapshot)", pool.name));
-                        continue;
-                    }
-                    catalog.newest_image(family, &m.region, now)
-                }
-                NodeImageSelectionType::Consistent => match t.image_for_family(family) {
-                    Some(v) => Some(v),
-                    None => {
-                        return Decision::Skip {
-                            reason: SkipReason::NoConsistentImage,
-                            message: format!(
-                                "Consistent selection found no image of family {family} available in every region of the run (pool {})",
-                                pool.name
-                            ),
-                        }
-                    }
-                },
-                NodeImageSelectionType::Custom => t.image_for_family(family),
-            };
-            match target {
-                Some(v) if compare_image_versions(v, &pool.image_version) == Ordering::Greater => {
-                    node_images.push(PoolImage {
-                        node_pool: pool.name.clone(),
-                        image_version: v.to_string(),
-                    })
-                }
-                _ => left_alone.push(pool.name.clone()),
-            }
-        }
-    }
-    if kube_target.is_none() && node_images.is_empty() {
-        let what = match t.upgrade_type {
-            UpgradeType::ControlPlaneOnly => "control plane already at target",
-            UpgradeType::Full => "control plane and every node pool already at target",
-            UpgradeType::NodeImageOnly => "every node pool already at or ahead of its target image",
-        };
-        notes.insert(0, what.to_string());
-        return Decision::Skip {
-            reason: SkipReason::AlreadyAtTarget,
-            message: notes.join("; "),
-        };
-    }
-    if !node_images.is_empty() && !left_alone.is_empty() {
-        notes.push(format!("pools left alone: {}", left_alone.join(", ")));
-    }
-    Decision::Upgrade {
-        kubernetes_version: kube_target,
-        node_images,
-        message: if notes.is_empty() {
-            None
-        } else {
-            Some(notes.join("; "))
-        },
-    }
-}
-
-/// If a decided upgrade needs a version not yet available in the member's region: what is
-/// missing and, when known, from when it will be there.
-pub fn unavailable(
-    m: &Member,
-    kubernetes_version: Option<&str>,
-    node_images: &[PoolImage],
-    t: &RunTarget,
-    catalog: &Catalog,
-    now: Timestamp,
-) -> Option<(String, Option<Timestamp>)> {
-    if let Some(v) = kubernetes_version {
-        match catalog.kubernetes_since(v, &m.region) {
-            Some(at) if at <= now => {}
-            until => {
-                return Some((
-                    format!("Kubernetes {v} is not yet available in {}", m.region),
-                    until,
-                ))
-            }
-        }
-    }
-    if t.selection != NodeImageSelectionType::Latest {
-        for p in node_images {
-            match catalog.image_since(&p.image_version, &m.region) {
-                Some(at) if at <= now => {}
-                until => {
-                    return Some((
-                        format!(
-                            "node image {} is not yet available in {}",
-                            p.image_version, m.region
-                        ),
-                        until,
-                    ))
-                }
-            }
-        }
-    }
-    None
-}
-
 /// Consistent selection: for each family present in any pool of `members`, the newest version
 /// available at `now` in every region that hosts a pool of that family. Sorted by family.
 pub fn select_consistent(members: &[&Member], catalog: &Catalog, now: Timestamp) -> Vec<String> {
@@ -650,7 +411,7 @@ pub fn plan(
             ordered.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
             let members = ordered
                 .into_iter()
-                .map(|(prio, m)| {
+                .map(|(_, m)| {
                     let mut pm = PlannedMember {
                         name: m.name.clone(),
                         region: m.region.clone(),
@@ -659,7 +420,18 @@ pub fn plan(
                         node_images: vec![],
                         message: None,
                     };
-                    match decide(m, &target, catalog, now) {
+                    let window =
+                        governing_window(m, target.upgrade_type).and_then(|w| w.compile().ok());
+                    let readiness = may_start(&Situation {
+                        member: m,
+                        window: window.as_ref(),
+                        target: &target,
+                        catalog,
+                        now,
+                        freeze: None,
+                        held_by: None,
+                    });
+                    match readiness.decision {
                         Decision::Upgrade {
                             kubernetes_version,
                             node_images,
@@ -668,30 +440,19 @@ pub fn plan(
                             up += 1;
                             pm.action = "Upgrade".into();
                             let mut notes: Vec<String> = message.into_iter().collect();
-                            if let Some((what, until)) = unavailable(
-                                m,
-                                kubernetes_version.as_deref(),
-                                &node_images,
-                                &target,
-                                catalog,
-                                now,
-                            ) {
-                                notes.push(match until {
-                                    Some(t) => {
-                                        format!("{what} (from {})", crate::time::fmt_time(t))
-                                    }
-                                    None => what,
-                                });
-                            }
-                            if prio == WindowPriority::Closed || prio == WindowPriority::OpensSoon {
-                                let next = governing_window(m, target.upgrade_type)
-                                    .and_then(|w| w.compile().ok())
-                                    .and_then(|w| w.next_opening(now));
-                                if let Some(t) = next {
-                                    notes.push(format!(
+                            for hold in readiness.holds {
+                                match (hold.reason, hold.until) {
+                                    (Reason::VersionNotInRegion, Some(t)) => notes.push(format!(
+                                        "{} (from {})",
+                                        hold.message,
+                                        crate::time::fmt_time(t)
+                                    )),
+                                    (Reason::VersionNotInRegion, None) => notes.push(hold.message),
+                                    (Reason::MaintenanceWindow, Some(t)) => notes.push(format!(
                                         "maintenance window opens {}",
                                         crate::time::fmt_time(t)
-                                    ));
+                                    )),
+                                    _ => {}
                                 }
                             }
                             pm.kubernetes_version = kubernetes_version;

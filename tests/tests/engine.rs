@@ -2181,6 +2181,76 @@ fn version_missing_from_the_catalog_waits_without_a_time_until_a_release_is_obse
 // ==================================================================== one upgrade authority
 
 #[test]
+fn a_member_another_run_brought_to_target_while_it_waited_on_the_lease_is_skipped_and_the_run_ends()
+{
+    // Regression (found by the engine trace digests when the settle loop replaced the
+    // per-handler progress calls): the waiting run's group was skipped, but nothing drove the
+    // run on, so it stayed Running with nothing left to wait for.
+    let mut h = Harness::fleet(vec![member_of("m1", "")], default_catalog());
+    h.with_run = true;
+    let update = "upgrade: {type: ControlPlaneOnly, kubernetesVersion: 1.31.2}";
+    h.create(spec("r1", None, update));
+    h.create(spec("r2", None, update));
+    h.start("r1");
+    h.start("r2");
+    h.take();
+    h.advance_to("00:30");
+    h.succeed("r1/m1");
+    assert_eq!(
+        h.take(),
+        [
+            "00:30 r1 MemberCompleted m1",
+            "00:30 r2 MemberSkipped m1 [AlreadyAtTarget]",
+            "00:30 r2 GroupSkipped default [AlreadyAtTarget]",
+            "00:30 r2 StageSkipped default [AlreadyAtTarget]",
+            "00:30 r2 RunSkipped r2",
+            "00:30 r1 GroupCompleted default",
+            "00:30 r1 StageCompleted default",
+            "00:30 r1 RunCompleted r1",
+        ]
+    );
+    assert_eq!(h.state("r2"), State::Skipped);
+}
+
+#[test]
+fn a_member_observed_at_target_while_it_waited_for_its_window_is_skipped_and_the_run_ends() {
+    // Regression (as above): when the window opened the member was skipped and its group with
+    // it, but the stage and the run were never moved on.
+    let m1 = with_window(member_of("m1", ""), "02:00");
+    let pools = m1.node_pools.clone();
+    let mut h = Harness::fleet(vec![m1], default_catalog());
+    let update = "upgrade: {type: ControlPlaneOnly, kubernetesVersion: 1.31.2}";
+    h.create(spec("r1", None, update));
+    h.start("r1");
+    assert_eq!(
+        h.take(),
+        [
+            "00:00 RunCreated r1",
+            "00:00 RunStarted r1",
+            "00:00 StageStarted default",
+            "00:00 GroupStarted default",
+            "00:00 MemberPending m1 [MaintenanceWindow] until 02:00",
+        ]
+    );
+    h.observe(Observation::MemberObserved {
+        name: "m1".into(),
+        kubernetes_version: "1.31.2".into(),
+        node_pools: pools,
+    });
+    h.advance_to("02:00");
+    assert_eq!(
+        h.take(),
+        [
+            "02:00 MemberSkipped m1 [AlreadyAtTarget]",
+            "02:00 GroupSkipped default [AlreadyAtTarget]",
+            "02:00 StageSkipped default [AlreadyAtTarget]",
+            "02:00 RunSkipped r1",
+        ]
+    );
+    assert_eq!(h.state("r1"), State::Skipped);
+}
+
+#[test]
 fn second_run_reaching_a_member_in_flight_in_another_run_waits_on_the_lease_then_proceeds() {
     let fleet = vec![member_full(
         "m1",

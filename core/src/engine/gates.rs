@@ -1,9 +1,16 @@
-//! Gates: finding one (by id or by position), naming it in messages, reaching it in the tree.
+//! Gates and the after-stage wait: creating a gate when the run reaches it (a scheduled one
+//! with its opening time), completing it (approved, or opened by its schedule), ending a wait;
+//! finding a gate by id or by position, naming it in messages, reaching it in the tree.
 
 use super::input::GateSelector;
+use super::timers::Timer;
 use super::tree::{GateLoc, GateRt, Run, StageRt};
+use super::Engine;
 use crate::error::{Error, ErrorCode};
-use crate::model::GateTiming;
+use crate::event::{Event, Fact};
+use crate::model::{GateTiming, GateType};
+use crate::state::State;
+use crate::window::{next_weekly_occurrence, parse_hh_mm, parse_utc_offset};
 
 pub(super) fn gate_mut<'a>(stages: &'a mut [StageRt], loc: &GateLoc) -> &'a mut GateRt {
     let stage = &mut stages[loc.stage as usize];
@@ -142,5 +149,143 @@ pub(super) fn describe_gate(run: &Run, loc: &GateLoc) -> String {
             loc.timing, s.groups[g as usize].name, s.name
         ),
         None => format!("{:?} stage \"{}\"", loc.timing, s.name),
+    }
+}
+
+impl Engine {
+    /// A scheduled gate's time has come: it opens, if it is still Pending.
+    pub(super) fn open_scheduled_gate(&mut self, name: &str, loc: &GateLoc) {
+        let pending = self
+            .runs
+            .get(name)
+            .and_then(|r| gate_ref(r, loc))
+            .is_some_and(|g| g.state == State::Pending);
+        if pending {
+            self.complete_gate(name, loc, "schedule".to_string());
+        }
+    }
+
+    pub(super) fn create_gate(&mut self, name: &str, loc: GateLoc) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        let stage_name = run.stages[loc.stage as usize].name.clone();
+        let group_name = loc.group.map(|g| {
+            run.stages[loc.stage as usize].groups[g as usize]
+                .name
+                .clone()
+        });
+        let id = format!(
+            "{name}/{}/{}/{}",
+            match &group_name {
+                Some(g) => format!("group:{g}"),
+                None => format!("stage:{stage_name}"),
+            },
+            match loc.timing {
+                GateTiming::Before => "before",
+                GateTiming::After => "after",
+            },
+            loc.index
+        );
+        let gate = gate_mut(&mut run.stages, &loc);
+        if gate.state != State::NotStarted {
+            return;
+        }
+        gate.id = Some(id.clone());
+        gate.state = State::Pending;
+        gate.created = Some(now);
+        run.index
+            .gates
+            .entry(id.clone())
+            .or_insert_with(|| loc.clone());
+        run.index.pending.insert(loc.clone());
+        let gate = gate_mut(&mut run.stages, &loc);
+        let mut open_at = None;
+        if let (GateType::ScheduledStart, Some(c)) = (
+            gate.config.gate_type,
+            &gate.config.scheduled_start_configuration,
+        ) {
+            let (hh, mm) = parse_hh_mm(&c.start_time).unwrap_or((0, 0));
+            let offset = c
+                .utc_offset
+                .as_deref()
+                .map(parse_utc_offset)
+                .and_then(Result::ok)
+                .unwrap_or(chrono::FixedOffset::east_opt(0).expect("zero"));
+            let at = next_weekly_occurrence(c.start_day, hh, mm, offset, now);
+            gate.absolute_start = Some(at);
+            open_at = Some(at);
+        }
+        let fact = Fact::GateCreated {
+            stage: stage_name,
+            group: group_name,
+            until: open_at,
+            gate_type: gate.config.gate_type,
+            timing: loc.timing,
+            gate_id: id,
+            message: gate.config.display_name.clone(),
+        };
+        self.emit(Event::new(now, name, fact));
+        if let Some(at) = open_at {
+            if at <= now {
+                self.complete_gate(name, &loc, "schedule".to_string());
+            } else {
+                self.timers.insert((
+                    at,
+                    Timer::Gate {
+                        run: name.to_string(),
+                        gate: loc,
+                    },
+                ));
+            }
+        }
+    }
+
+    pub(super) fn complete_gate(&mut self, name: &str, loc: &GateLoc, by: String) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        let stage_name = run.stages[loc.stage as usize].name.clone();
+        let group_name = loc.group.map(|g| {
+            run.stages[loc.stage as usize].groups[g as usize]
+                .name
+                .clone()
+        });
+        run.index.pending.remove(loc);
+        let gate = gate_mut(&mut run.stages, loc);
+        gate.state = State::Completed;
+        gate.completed = Some(now);
+        gate.by = Some(by.clone());
+        let fact = Fact::GateCompleted {
+            stage: stage_name,
+            group: group_name,
+            gate_type: gate.config.gate_type,
+            timing: loc.timing,
+            // Only a Pending gate completes, and a gate is Pending once created with its id.
+            gate_id: gate.id.clone().unwrap_or_default(),
+            by,
+        };
+        self.emit(Event::new(now, name, fact));
+        self.touch(name);
+    }
+
+    pub(super) fn end_wait(&mut self, name: &str, si: usize) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(name) else {
+            return;
+        };
+        let Some(stage) = run.stages.get_mut(si) else {
+            return;
+        };
+        if stage.wait.state != State::Running || stage.wait_until.is_some_and(|u| u > now) {
+            return;
+        }
+        stage.wait.state = State::Completed;
+        stage.wait.completed = Some(now);
+        let stage = stage.name.clone();
+        self.emit(Event::new(
+            now,
+            name,
+            Fact::AfterStageWaitCompleted { stage },
+        ));
+        self.touch(name);
     }
 }

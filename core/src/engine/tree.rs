@@ -4,13 +4,11 @@
 //! Plain data: what changes it lives in the engine's other rooms.
 
 use crate::event::Reason;
-use crate::model::PoolImage;
-use crate::model::{
-    GateConfig, GateTiming, Member, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy,
-    UpgradeType,
-};
+use crate::model::{GateConfig, PoolImage, UpgradeType};
+use crate::model::{GateTiming, Member, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy};
 use crate::plan::{RunTarget, SkipReason};
-use crate::state::{NodeStatus, State, StatusError};
+use crate::state::NodeStatus;
+use crate::state::{State, StatusError};
 use crate::window::CompiledWindow;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

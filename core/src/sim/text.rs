@@ -1,6 +1,6 @@
 //! The human-readable form of a simulation report: the timeline, the final tree, the summary.
 
-use super::SimulationReport;
+use super::report::SimulationReport;
 use crate::event::Event;
 use crate::state::{GateStatus, NodeStatus};
 use crate::time::fmt_time;

@@ -10,7 +10,7 @@
 use std::path::Path;
 use waverun_fuzz::rng::Rng;
 use waverun_fuzz::runner::corpus_files;
-use waverun_fuzz::targets::engine::{generate, trace_digest};
+use waverun_fuzz::targets::engine::{generate, trace_digest, trace_text};
 
 const SEEDS: u64 = 400;
 
@@ -29,8 +29,26 @@ fn traces() -> String {
     out
 }
 
+/// With `WAVERUN_TRACE_DIR=DIR`, writes every stream's whole trace to `DIR/<name>.txt`, to diff
+/// the traces of two builds line by line.
+fn write_texts(dir: &std::ffi::OsStr) {
+    let dir = Path::new(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    for seed in 0..SEEDS {
+        let input = generate(&mut Rng::new(seed));
+        std::fs::write(dir.join(format!("seed-{seed}.txt")), trace_text(&input)).unwrap();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    for (name, data) in corpus_files(&root, "engine") {
+        std::fs::write(dir.join(format!("{name}.txt")), trace_text(&data)).unwrap();
+    }
+}
+
 #[test]
 fn the_engine_shows_its_hosts_what_was_recorded() {
+    if let Some(dir) = std::env::var_os("WAVERUN_TRACE_DIR") {
+        write_texts(&dir);
+    }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/engine-traces.txt");
     let actual = traces();
     if std::env::var_os("WAVERUN_BLESS").is_some() {

@@ -43,6 +43,8 @@ struct Trace {
     /// FNV-1a 64 over the lines.
     digest: u64,
     lines: u64,
+    /// The lines themselves, when asked for ([`trace_text`]).
+    text: Option<String>,
 }
 
 fn trace(line: &str) {
@@ -53,6 +55,10 @@ fn trace(line: &str) {
                 t.digest = t.digest.wrapping_mul(0x0000_0100_0000_01B3);
             }
             t.lines += 1;
+            if let Some(text) = &mut t.text {
+                text.push_str(line);
+                text.push('\n');
+            }
         }
     });
 }
@@ -60,15 +66,25 @@ fn trace(line: &str) {
 /// Runs one input (as [`run`]) and returns the digest of what the engine showed, with the
 /// number of lines it covers, as `"{digest:016x} {lines}"`.
 pub fn trace_digest(input: &[u8]) -> String {
+    let t = traced(input, false);
+    format!("{:016x} {}", t.digest, t.lines)
+}
+
+/// The lines [`trace_digest`] digests, to compare two engines' traces line by line.
+pub fn trace_text(input: &[u8]) -> String {
+    traced(input, true).text.unwrap_or_default()
+}
+
+fn traced(input: &[u8], text: bool) -> Trace {
     TRACE.with(|t| {
         *t.borrow_mut() = Some(Trace {
             digest: 0xCBF2_9CE4_8422_2325,
             lines: 0,
+            text: text.then(String::new),
         })
     });
     run(input);
-    let t = TRACE.with(|t| t.borrow_mut().take()).expect("tracing");
-    format!("{:016x} {}", t.digest, t.lines)
+    TRACE.with(|t| t.borrow_mut().take()).expect("tracing")
 }
 
 fn unparsed(e: &serde_json::Error) {

@@ -1,0 +1,196 @@
+//! Failure thresholds and the end of a drain: a failure counted against the group, the stage
+//! and the run; a threshold exceeded halts the whole run; when the drain after a stop or a
+//! failure is over, the run is Stopped or Failed.
+
+use super::tree::StopCause;
+use super::Engine;
+use crate::error::ErrorCode;
+use crate::event::{Event, Fact, Reason};
+use crate::state::{State, StatusError};
+
+impl Engine {
+    pub(super) fn count_failure(&mut self, name: &str, si: usize, gi: usize) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        run.failure_count += 1;
+        let stage = &mut run.stages[si];
+        stage.failure_count += 1;
+        let stage_name = stage.name.clone();
+        let g = &mut stage.groups[gi];
+        g.failure_count += 1;
+        let mut group_failed = None;
+        if !g.failed
+            && !g.user_skipped
+            && g.failure_count.saturating_sub(g.accepted_failures) > g.max_allowed_failures
+        {
+            g.failed = true;
+            g.node.state = State::Failed;
+            g.node.completed = Some(now);
+            let msg = format!(
+                "{} failures exceed maxAllowedFailures {}",
+                g.failure_count.saturating_sub(g.accepted_failures),
+                g.max_allowed_failures
+            );
+            g.node.error = Some(StatusError {
+                code: ErrorCode::FailureThresholdExceeded.to_string(),
+                message: msg.clone(),
+            });
+            group_failed = Some(format!(
+                "group \"{}\" of stage \"{stage_name}\" failed: {msg}",
+                g.name
+            ));
+            let fact = Fact::GroupFailed {
+                stage: stage_name,
+                group: g.name.clone(),
+                reason: Reason::FailureThresholdExceeded,
+                message: msg,
+            };
+            self.emit(Event::new(now, name, fact));
+        }
+        let stage = &self.runs[name].stages[si];
+        if !stage.failed
+            && !stage.user_skipped
+            && stage.failure_count.saturating_sub(stage.accepted_failures)
+                > stage.max_allowed_failures
+        {
+            let msg = format!(
+                "{} failures exceed maxAllowedFailures {}",
+                stage.failure_count.saturating_sub(stage.accepted_failures),
+                stage.max_allowed_failures
+            );
+            self.fail_stage(name, si, &msg);
+        } else if let Some(why) = group_failed {
+            // A group's threshold stops the whole run at once, like the stage's: nothing new
+            // starts in any group; the stage is Failed when the in-flight upgrades have drained.
+            let run = self.runs.get_mut(name).expect("run");
+            if run.stopping != Some(StopCause::Failure) {
+                run.node.error = Some(StatusError {
+                    code: ErrorCode::FailureThresholdExceeded.to_string(),
+                    message: why,
+                });
+            }
+            self.halt_for_failure(name);
+        }
+    }
+
+    /// The stage's failure once a group of it failed (its own threshold held): names the first
+    /// failed group of the stage (strategy order) and its error.
+    pub(super) fn fail_stage_for_group(&mut self, name: &str, si: usize) {
+        let stage = &self.runs[name].stages[si];
+        let why = match stage.groups.iter().find(|g| g.failed) {
+            Some(g) => format!(
+                "group \"{}\" failed: {}",
+                g.name,
+                g.node
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.as_str())
+                    .unwrap_or("its failure threshold was exceeded")
+            ),
+            None => "a group of the stage failed".to_string(),
+        };
+        self.mark_stage_failed(name, si, &why);
+    }
+
+    /// Fails a stage at once (its threshold was exceeded) and stops the run.
+    pub(super) fn fail_stage(&mut self, name: &str, si: usize, why: &str) {
+        self.mark_stage_failed(name, si, why);
+        self.halt_for_failure(name);
+    }
+
+    /// Marks a stage Failed (event, stage and run errors); does not stop the run by itself.
+    pub(super) fn mark_stage_failed(&mut self, name: &str, si: usize, why: &str) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        let stage = &mut run.stages[si];
+        stage.failed = true;
+        stage.node.state = State::Failed;
+        stage.node.completed = Some(now);
+        stage.node.error = Some(StatusError {
+            code: ErrorCode::FailureThresholdExceeded.to_string(),
+            message: why.to_string(),
+        });
+        let fact = Fact::StageFailed {
+            stage: stage.name.clone(),
+            reason: Reason::FailureThresholdExceeded,
+            message: why.to_string(),
+        };
+        let ev = Event::new(now, name, fact);
+        let msg = format!("stage \"{}\" failed: {why}", stage.name);
+        run.node.error = Some(StatusError {
+            code: ErrorCode::FailureThresholdExceeded.to_string(),
+            message: msg,
+        });
+        self.emit(ev);
+    }
+
+    /// A threshold was exceeded: no new work anywhere in the run from now on; in-flight
+    /// upgrades finish (the run is Stopping), then the run is Failed (see `finish_stop`).
+    pub(super) fn halt_for_failure(&mut self, name: &str) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        if run.stopping != Some(StopCause::Failure) {
+            run.stopping = Some(StopCause::Failure);
+            if run.in_flight > 0 {
+                run.node.state = State::Stopping;
+                let reason = Reason::FailureThresholdExceeded;
+                self.emit(Event::new(now, name, Fact::RunStopping { reason }));
+            }
+        }
+        // Nothing to drain: the run fails now.
+        let run = &self.runs[name];
+        if run.active() && run.in_flight == 0 {
+            self.finish_stop(name, StopCause::Failure);
+        }
+        self.touch(name);
+    }
+
+    /// The drain after a stop or a failure is over: the current stage's unfinished groups are
+    /// Stopped; after a failure the stage is Failed (if a group's threshold, not its own, was
+    /// exceeded, it fails now, naming the group), after a stop Stopped; then the run.
+    pub(super) fn finish_stop(&mut self, name: &str, cause: StopCause) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        let run_state = match cause {
+            StopCause::User => State::Stopped,
+            StopCause::Failure => State::Failed,
+        };
+        let cur = run.current;
+        let mut events = Vec::new();
+        let mut fail_for_group = false;
+        if let Some(stage) = run.stages.get_mut(cur) {
+            for g in &mut stage.groups {
+                if matches!(g.node.state, State::Running | State::Pending) {
+                    g.node.state = State::Stopped;
+                    let (stage, group) = (stage.name.clone(), g.name.clone());
+                    events.push(Event::new(now, name, Fact::GroupStopped { stage, group }));
+                }
+            }
+            if matches!(stage.node.state, State::Running | State::Pending) {
+                if cause == StopCause::Failure && stage.groups.iter().any(|g| g.failed) {
+                    fail_for_group = true;
+                } else {
+                    stage.node.state = State::Stopped;
+                    let stage = stage.name.clone();
+                    events.push(Event::new(now, name, Fact::StageStopped { stage }));
+                }
+            }
+        }
+        for e in events {
+            self.emit(e);
+        }
+        if fail_for_group {
+            self.fail_stage_for_group(name, cur);
+        }
+        let run = self.runs.get_mut(name).expect("run");
+        run.node.state = run_state;
+        run.node.completed = Some(now);
+        run.stopping = None;
+        let error = run.node.error.clone();
+        let fact = match cause {
+            StopCause::User => Fact::RunStopped { error },
+            StopCause::Failure => Fact::RunFailed { error },
+        };
+        self.emit(Event::new(now, name, fact));
+    }
+}

@@ -1,0 +1,458 @@
+//! The run loop: [`Engine::settle`] and the phases it moves a run through — the only code that
+//! drives progress. Handlers change state and [`Engine::touch`] the runs they changed; after
+//! every input (and every timer that fires) `settle` drives each touched run as far as it goes:
+//!
+//! 1. a run that drains (stopped, or a threshold exceeded) completes its finished groups, and
+//!    stops or fails when nothing is in flight;
+//! 2. otherwise its current stage: started (StageStarted, before gates); once they are done,
+//!    its body — every group settled in strategy order ([`Engine::settle_group`]: entered, its
+//!    before gates, its members begun, after gates, completed or skipped), then members started
+//!    up to the limits ([`Engine::fill_stage`]); once every group is done, the after-stage wait
+//!    and after gates; then completed (or skipped, or failed) — and on to the next stage;
+//! 3. after the last stage the run is Completed (or Skipped).
+
+use super::skips::{settle_skip, skip_reason};
+use super::timers::Timer;
+use super::tree::{GateLoc, GateRt, GroupRt, MemberLoc, Phase};
+use super::Engine;
+use super::{add_seconds, member_failed, member_skipped};
+use crate::event::{Event, Fact, Output, Reason};
+use crate::model::GateTiming;
+use crate::plan::{decide, Decision};
+use crate::state::{State, StatusError};
+
+impl Engine {
+    /// Marks a run as touched by an input: [`Engine::settle`] drives it next.
+    pub(super) fn touch(&mut self, run: &str) {
+        if !self.touched.iter().any(|r| r == run) {
+            self.touched.push(run.to_string());
+        }
+    }
+
+    /// The run loop, and the only code that drives progress: every run an input touched, in
+    /// the order touched, is moved through its phases as far as it can go at `now` (see the
+    /// crate docs for the phase order).
+    pub(super) fn settle(&mut self) {
+        while !self.touched.is_empty() {
+            let run = self.touched.remove(0);
+            self.settle_run(&run);
+        }
+    }
+
+    /// Moves a run through its phases as far as it can go at `now`: the drain after a stop or
+    /// a failure; then its current stage — started (before gates), its groups
+    /// ([`Engine::settle_group`]) and members ([`Engine::fill_stage`]), the after-stage wait and
+    /// after gates, completed — and the next stage, until something must wait.
+    pub(super) fn settle_run(&mut self, name: &str) {
+        loop {
+            let now = self.now;
+            let Some(run) = self.runs.get_mut(name) else {
+                return;
+            };
+            if !run.active() {
+                return;
+            }
+            if let Some(cause) = run.stopping {
+                // While a run drains nothing new starts, but a group whose members are all done
+                // and that needs no new gate still completes; when the drain is over, the run
+                // stops or fails.
+                let (cur, in_flight) = (run.current, run.in_flight);
+                let groups = run.stages.get(cur).map_or(0, |s| s.groups.len());
+                for gi in 0..groups {
+                    self.settle_group(name, cur, gi);
+                }
+                if in_flight == 0 {
+                    self.finish_stop(name, cause);
+                }
+                return;
+            }
+            let cur = run.current;
+            if cur >= run.stages.len() {
+                let all_skipped = run.stages.iter().all(|s| s.node.state == State::Skipped);
+                run.node.state = if all_skipped {
+                    State::Skipped
+                } else {
+                    State::Completed
+                };
+                run.node.completed = Some(now);
+                let fact = if all_skipped {
+                    Fact::RunSkipped
+                } else {
+                    Fact::RunCompleted
+                };
+                self.emit(Event::new(now, name, fact));
+                return;
+            }
+            let stage = &mut run.stages[cur];
+            if stage.user_skipped {
+                if stage.in_flight > 0 {
+                    return;
+                }
+                run.current += 1;
+                continue;
+            }
+            match stage.phase {
+                Phase::NotReached => {
+                    stage.phase = Phase::Before;
+                    stage.node.state = State::Running;
+                    stage.node.start = Some(now);
+                    let stage = stage.name.clone();
+                    self.emit(Event::new(now, name, Fact::StageStarted { stage }));
+                    let n = self.runs[name].stages[cur].before_gates.len();
+                    for i in 0..n {
+                        self.create_gate(
+                            name,
+                            GateLoc {
+                                stage: cur as u32,
+                                group: None,
+                                timing: GateTiming::Before,
+                                index: i as u32,
+                            },
+                        );
+                    }
+                }
+                Phase::Before => {
+                    if !stage.before_gates.iter().all(GateRt::done) {
+                        return;
+                    }
+                    stage.phase = Phase::Body;
+                }
+                Phase::Body => {
+                    let groups = stage.groups.len();
+                    for gi in 0..groups {
+                        self.settle_group(name, cur, gi);
+                    }
+                    self.fill_stage(name, cur);
+                    let run = self.runs.get_mut(name).expect("run");
+                    if !run.active() || run.stopping.is_some() {
+                        continue;
+                    }
+                    let stage = &mut run.stages[cur];
+                    if stage.in_flight > 0 || !stage.groups.iter().all(GroupRt::done) {
+                        return;
+                    }
+                    if stage.groups.iter().any(|g| g.failed) && !stage.failed {
+                        // Not reached: a group's failure stops the run at once (count_failure)
+                        // and the drain fails the stage. Kept as a safety net.
+                        self.fail_stage_for_group(name, cur);
+                        self.halt_for_failure(name);
+                        continue;
+                    }
+                    if stage.failed {
+                        return;
+                    }
+                    if stage.groups.iter().all(|g| g.node.state == State::Skipped) {
+                        let by_user = stage
+                            .groups
+                            .iter()
+                            .any(|g| g.user_skipped || g.skipped_by_user());
+                        self.skip_stage_rest(name, cur, by_user);
+                        continue;
+                    }
+                    stage.phase = Phase::After;
+                    let n = stage.after_gates.len();
+                    let secs = stage.wait_seconds;
+                    if secs > 0 && stage.wait.state == State::NotStarted {
+                        let until = add_seconds(now, secs);
+                        stage.wait.state = State::Running;
+                        stage.wait.start = Some(now);
+                        stage.wait_until = Some(until);
+                        let stage = stage.name.clone();
+                        let ev =
+                            Event::new(now, name, Fact::AfterStageWaitStarted { stage, until });
+                        self.timers.insert((
+                            until,
+                            Timer::StageWait {
+                                run: name.to_string(),
+                                stage: cur as u32,
+                            },
+                        ));
+                        self.emit(ev);
+                    } else if stage.wait.state == State::NotStarted {
+                        stage.wait.state = State::Completed;
+                        stage.wait.start = Some(now);
+                        stage.wait.completed = Some(now);
+                    }
+                    for i in 0..n {
+                        self.create_gate(
+                            name,
+                            GateLoc {
+                                stage: cur as u32,
+                                group: None,
+                                timing: GateTiming::After,
+                                index: i as u32,
+                            },
+                        );
+                    }
+                }
+                Phase::After => {
+                    let wait_done = matches!(stage.wait.state, State::Completed | State::Skipped);
+                    if !wait_done || !stage.after_gates.iter().all(GateRt::done) {
+                        return;
+                    }
+                    stage.phase = Phase::Done;
+                    stage.node.state = State::Completed;
+                    stage.node.completed = Some(now);
+                    let stage = stage.name.clone();
+                    let ev = Event::new(now, name, Fact::StageCompleted { stage });
+                    run.current += 1;
+                    self.emit(ev);
+                }
+                Phase::Done => {
+                    run.current += 1;
+                }
+            }
+        }
+    }
+
+    /// Moves a group of the current stage (in its body) through its phases: entered (before
+    /// gates), its members begun ([`Engine::evaluate_members`]), after gates, completed or
+    /// skipped. Returns quickly when nothing changes.
+    pub(super) fn settle_group(&mut self, name: &str, si: usize, gi: usize) {
+        let now = self.now;
+        loop {
+            let run = self.runs.get_mut(name).expect("run");
+            if !run.active() {
+                return;
+            }
+            // While a run drains (stop or failure) nothing new starts, but a group whose
+            // members are all done and that needs no new gate still completes.
+            let draining = run.stopping.is_some();
+            let stage = &mut run.stages[si];
+            let stage_name = &stage.name;
+            let g = &mut stage.groups[gi];
+            match g.phase {
+                Phase::Done => return,
+                Phase::NotReached => {
+                    if draining {
+                        return;
+                    }
+                    self.enter_group(name, si, gi);
+                    let g = &self.runs[name].stages[si].groups[gi];
+                    if g.phase == Phase::Done {
+                        return;
+                    }
+                }
+                Phase::Before => {
+                    if draining || !g.before_gates.iter().all(GateRt::done) {
+                        return;
+                    }
+                    g.phase = Phase::Body;
+                    self.evaluate_members(name, si, gi);
+                }
+                Phase::Body => {
+                    if g.failed || g.in_flight > 0 || g.unfinished > 0 {
+                        return;
+                    }
+                    if draining && !g.after_gates.is_empty() {
+                        return;
+                    }
+                    if g.members.iter().all(|m| m.node.state == State::Skipped) {
+                        g.phase = Phase::Done;
+                        g.node.state = State::Skipped;
+                        g.node.completed = Some(now);
+                        for gate in &mut g.after_gates {
+                            gate.state = State::Skipped;
+                        }
+                        let fact = Fact::GroupSkipped {
+                            stage: stage_name.clone(),
+                            group: g.name.clone(),
+                            reason: if g.skipped_by_user() {
+                                Reason::SkippedByUser
+                            } else {
+                                Reason::AlreadyAtTarget
+                            },
+                        };
+                        self.emit(Event::new(now, name, fact));
+                        return;
+                    }
+                    g.phase = Phase::After;
+                    let n = g.after_gates.len();
+                    for i in 0..n {
+                        self.create_gate(
+                            name,
+                            GateLoc {
+                                stage: si as u32,
+                                group: Some(gi as u32),
+                                timing: GateTiming::After,
+                                index: i as u32,
+                            },
+                        );
+                    }
+                }
+                Phase::After => {
+                    if !g.after_gates.iter().all(GateRt::done) {
+                        return;
+                    }
+                    g.phase = Phase::Done;
+                    g.node.state = State::Completed;
+                    g.node.completed = Some(now);
+                    let (stage, group) = (stage_name.clone(), g.name.clone());
+                    self.emit(Event::new(now, name, Fact::GroupCompleted { stage, group }));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A group starts: `GroupStarted` and its before gates (a user-skipped group is done).
+    pub(super) fn enter_group(&mut self, name: &str, si: usize, gi: usize) {
+        let now = self.now;
+        let run = self.runs.get_mut(name).expect("run");
+        if !run.active() || run.stopping.is_some() {
+            return;
+        }
+        let stage_name = run.stages[si].name.clone();
+        let g = &mut run.stages[si].groups[gi];
+        if g.phase != Phase::NotReached {
+            return;
+        }
+        if g.user_skipped {
+            g.phase = Phase::Done;
+            return;
+        }
+        g.phase = Phase::Before;
+        g.node.state = State::Running;
+        g.node.start = Some(now);
+        let (stage, group) = (stage_name, g.name.clone());
+        let ev = Event::new(now, name, Fact::GroupStarted { stage, group });
+        let n = g.before_gates.len();
+        self.emit(ev);
+        for i in 0..n {
+            self.create_gate(
+                name,
+                GateLoc {
+                    stage: si as u32,
+                    group: Some(gi as u32),
+                    timing: GateTiming::Before,
+                    index: i as u32,
+                },
+            );
+        }
+    }
+
+    /// When a group's members begin: settle the members that need no slot (nothing to do,
+    /// minor-version skips), queue the rest in priority order.
+    pub(super) fn evaluate_members(&mut self, name: &str, si: usize, gi: usize) {
+        let now = self.now;
+        let Engine {
+            runs,
+            members,
+            catalog,
+            outputs,
+            ..
+        } = self;
+        let run = runs.get_mut(name).expect("run");
+        let target = run.target.clone();
+        let stage_name = run.stages[si].name.clone();
+        let mut failures = 0;
+        let g = &mut run.stages[si].groups[gi];
+        for mi in 0..g.members.len() {
+            let m = &mut g.members[mi];
+            if m.node.state.is_terminal() {
+                continue;
+            }
+            let Some(rec) = members.get(&m.name) else {
+                continue;
+            };
+            match decide(&rec.spec, &target, catalog, now) {
+                Decision::Upgrade { .. } => {
+                    if m.has_window {
+                        g.ready_open.insert(mi as u32);
+                    } else {
+                        g.ready_free.insert(mi as u32);
+                    }
+                }
+                Decision::Skip { reason, message } => {
+                    settle_skip(m, now, reason, message);
+                    g.unfinished -= 1;
+                    outputs.push_back(Output::Event(member_skipped(
+                        now,
+                        name,
+                        &stage_name,
+                        &g.name,
+                        m,
+                        skip_reason(reason),
+                    )));
+                }
+                Decision::Fail { code, message } => {
+                    m.node.state = State::Failed;
+                    m.node.start = Some(now);
+                    m.node.completed = Some(now);
+                    m.node.error = Some(StatusError {
+                        code: code.to_string(),
+                        message: message.clone(),
+                    });
+                    m.message = Some(message);
+                    g.unfinished -= 1;
+                    failures += 1;
+                    outputs.push_back(Output::Event(member_failed(
+                        now,
+                        name,
+                        &stage_name,
+                        &g.name,
+                        m,
+                        None,
+                    )));
+                }
+            }
+        }
+        for _ in 0..failures {
+            self.count_failure(name, si, gi);
+        }
+        self.sweep_blocked(name, si, gi);
+    }
+
+    /// Puts a blocked member back in its group's ready queue (if it can still start).
+    pub(super) fn requeue(&mut self, loc: &MemberLoc) {
+        let Some(run) = self.runs.get_mut(&loc.run) else {
+            return;
+        };
+        let Some(stage) = run.stages.get_mut(loc.stage as usize) else {
+            return;
+        };
+        let Some(g) = stage.groups.get_mut(loc.group as usize) else {
+            return;
+        };
+        if g.phase != Phase::Body || g.failed || g.user_skipped {
+            return;
+        }
+        let m = &mut g.members[loc.member as usize];
+        if !matches!(m.node.state, State::NotStarted | State::Pending) {
+            return;
+        }
+        m.node.state = State::NotStarted;
+        if m.has_window {
+            g.ready_open.insert(loc.member);
+        } else {
+            g.ready_free.insert(loc.member);
+        }
+    }
+
+    /// Puts every member of a group that has not started back in the queue (after a resume:
+    /// timers that fired while the run was stopped or failed found it closed).
+    pub(super) fn requeue_group(&mut self, name: &str, si: usize, gi: usize) {
+        let n = self.runs[name].stages[si].groups[gi].members.len();
+        for mi in 0..n {
+            self.requeue(&MemberLoc {
+                run: name.to_string(),
+                stage: si as u32,
+                group: gi as u32,
+                member: mi as u32,
+            });
+        }
+    }
+
+    /// Every active run may start members now (the freeze calendar or the catalog changed).
+    pub(super) fn touch_active(&mut self) {
+        let active: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.active())
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in active {
+            self.touch(&n);
+        }
+    }
+}

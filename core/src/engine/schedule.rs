@@ -1,0 +1,398 @@
+//! Scheduling: which member starts next, and whether it may start now — and if not, why and
+//! until when (a lease held by another run, the release not yet in its region, its maintenance
+//! window, a fleet freeze), within the stage's and groups' concurrency and failure limits.
+
+use super::skips::{settle_skip, skip_reason};
+use super::timers::Timer;
+use super::tree::{GroupRt, MemberLoc, Phase, StageRt};
+use super::Engine;
+use super::{member_failed, member_skipped};
+use crate::decision::{freeze_hold, may_start, Hold, HoldEnds, Situation};
+use crate::event::{Event, Fact, HostCommand, Output, Reason, UpgradeOperation};
+use crate::model::Freeze;
+use crate::plan::{decide, Decision};
+use crate::state::{State, StatusError};
+
+impl Engine {
+    /// Starts as many members of the current stage as the limits allow.
+    pub(super) fn fill_stage(&mut self, name: &str, si: usize) {
+        let now = self.now;
+        {
+            let Some(run) = self.runs.get(name) else {
+                return;
+            };
+            if !run.active() || run.stopping.is_some() || run.current != si {
+                return;
+            }
+            let Some(stage) = run.stages.get(si) else {
+                return;
+            };
+            if stage.phase != Phase::Body || !stage_has_slot(stage) {
+                return;
+            }
+        }
+        if let Some(f) = self
+            .freezes
+            .iter()
+            .find(|f| f.start <= now && now < f.end)
+            .cloned()
+        {
+            self.hold_for_freeze(name, si, &f);
+            return;
+        }
+        loop {
+            let run = &self.runs[name];
+            let stage = &run.stages[si];
+            if !stage_has_slot(stage) || !run.active() || run.stopping.is_some() {
+                return;
+            }
+            // The group with the fewest members in flight gets the slot (ties: strategy order).
+            let mut best: Option<(u32, usize, u32, Option<Decision>)> = None;
+            let mut from = 0;
+            loop {
+                // The next group that could beat `best`: one run lookup per candidate check,
+                // not one per group.
+                let bound = best.as_ref().map(|(inf, ..)| *inf);
+                let groups = &self.runs[name].stages[si].groups;
+                let Some(gi) = (from..groups.len()).find(|&gi| {
+                    let g = &groups[gi];
+                    g.phase == Phase::Body
+                        && has_slot(None, g)
+                        && bound.is_none_or(|inf| g.in_flight < inf)
+                }) else {
+                    break;
+                };
+                let inf = groups[gi].in_flight;
+                from = gi + 1;
+                if let Some((mi, decided)) = self.next_candidate(name, si, gi) {
+                    best = Some((inf, gi, mi, decided));
+                }
+            }
+            let Some((_, gi, mi, decided)) = best else {
+                return;
+            };
+            self.start_member(name, si, gi, mi, decided);
+        }
+    }
+
+    pub(super) fn hold_for_freeze(&mut self, name: &str, si: usize, f: &Freeze) {
+        let now = self.now;
+        let Engine {
+            runs,
+            members,
+            catalog,
+            outputs,
+            timers,
+            ..
+        } = self;
+        let run = runs.get_mut(name).expect("run");
+        let target = &run.target;
+        let stage_name = run.stages[si].name.clone();
+        let mut any = false;
+        for g in &mut run.stages[si].groups {
+            if g.phase != Phase::Body || !has_slot(None, g) {
+                continue;
+            }
+            let head = g.ready_open.first().or(g.ready_free.first()).copied();
+            if let Some(mi) = head {
+                any = true;
+                let m = &mut g.members[mi as usize];
+                let message = match members.get(&m.name) {
+                    Some(rec) => {
+                        may_start(&Situation {
+                            member: &rec.spec,
+                            window: rec.window(target.upgrade_type),
+                            target,
+                            catalog,
+                            now,
+                            freeze: Some(f),
+                            held_by: None,
+                        })
+                        .holds
+                        .swap_remove(0)
+                        .message
+                    }
+                    None => freeze_hold(f).message,
+                };
+                let wait = (Reason::Freeze, Some(f.end));
+                m.node.state = State::Pending;
+                if m.pending != Some(wait) {
+                    m.pending = Some(wait);
+                    m.message = Some(message);
+                    let fact = Fact::MemberPending {
+                        stage: stage_name.clone(),
+                        group: g.name.clone(),
+                        member: m.name.clone(),
+                        reason: Reason::Freeze,
+                        until: Some(f.end),
+                        message: None,
+                    };
+                    outputs.push_back(Output::Event(Event::new(now, name, fact)));
+                }
+            }
+        }
+        if any {
+            timers.insert((
+                f.end,
+                Timer::Freeze {
+                    run: name.to_string(),
+                },
+            ));
+        }
+    }
+
+    /// The next startable member of a group in priority order; members found blocked on the
+    /// way become Pending (with a timer or a waiter) and leave the ready queues. Comes with the
+    /// decision taken for it, if any (see [`Engine::check_candidate`]).
+    pub(super) fn next_candidate(
+        &mut self,
+        name: &str,
+        si: usize,
+        gi: usize,
+    ) -> Option<(u32, Option<Decision>)> {
+        loop {
+            let g = &self.runs[name].stages[si].groups[gi];
+            let (mi, from_open) = match g.ready_open.first() {
+                Some(mi) => (*mi, true),
+                None => (*g.ready_free.first()?, false),
+            };
+            if let Some(decided) = self.check_candidate(name, si, gi, mi, from_open) {
+                return Some((mi, decided));
+            }
+        }
+    }
+
+    /// Moves every queued member that cannot start now out of the queues (Pending, with its
+    /// reason and until), so waits are reported as soon as a group's members begin.
+    pub(super) fn sweep_blocked(&mut self, name: &str, si: usize, gi: usize) {
+        let g = &self.runs[name].stages[si].groups[gi];
+        let queued: Vec<(u32, bool)> = g
+            .ready_open
+            .iter()
+            .map(|m| (*m, true))
+            .chain(g.ready_free.iter().map(|m| (*m, false)))
+            .collect();
+        for (mi, from_open) in queued {
+            self.check_candidate(name, si, gi, mi, from_open);
+        }
+    }
+
+    /// Whether queued member `mi` can start now ([`may_start`]); if not (`None`), it leaves
+    /// the queue as Pending on its first hold, with a timer (window opening, release date) or a
+    /// waiter (lease, catalog change). When it can, the decision taken for it comes along
+    /// (`None` if none was): `start_member` reuses it, as nothing the decision depends on
+    /// changes in between.
+    pub(super) fn check_candidate(
+        &mut self,
+        name: &str,
+        si: usize,
+        gi: usize,
+        mi: u32,
+        from_open: bool,
+    ) -> Option<Option<Decision>> {
+        let now = self.now;
+        let Engine {
+            runs,
+            members,
+            catalog,
+            leases,
+            lease_waiters,
+            catalog_waiters,
+            timers,
+            outputs,
+            ..
+        } = self;
+        let run = runs.get_mut(name).expect("run");
+        let target = &run.target;
+        let stage = &mut run.stages[si];
+        let stage_name = &stage.name;
+        let g = &mut stage.groups[gi];
+        let m = &mut g.members[mi as usize];
+        let Some(rec) = members.get(&m.name) else {
+            // Deleted members cannot be part of a started run; treat as startable and let
+            // start_member settle it.
+            return Some(None);
+        };
+        let readiness = may_start(&Situation {
+            member: &rec.spec,
+            window: rec.window(target.upgrade_type),
+            target,
+            catalog,
+            now,
+            freeze: None,
+            held_by: leases
+                .get(&m.name)
+                .map(String::as_str)
+                .filter(|h| *h != name),
+        });
+        let Some(hold) = readiness.holds.into_iter().next() else {
+            return Some(Some(readiness.decision));
+        };
+        let loc = MemberLoc {
+            run: name.to_string(),
+            stage: si as u32,
+            group: gi as u32,
+            member: mi,
+        };
+        match hold.ends {
+            HoldEnds::At(t, reason) => timers.insert((t, Timer::Member { loc, reason })),
+            HoldEnds::LeaseReleased => {
+                lease_waiters.entry(m.name.clone()).or_default().insert(loc);
+            }
+            HoldEnds::CatalogChanged => {
+                catalog_waiters.insert(loc);
+            }
+            HoldEnds::Never => {}
+        }
+        if from_open {
+            g.ready_open.remove(&mi);
+        } else {
+            g.ready_free.remove(&mi);
+        }
+        let Hold {
+            reason,
+            until,
+            message,
+            ..
+        } = hold;
+        m.node.state = State::Pending;
+        if m.pending != Some((reason, until)) {
+            m.pending = Some((reason, until));
+            m.message = Some(message.clone());
+            let fact = Fact::MemberPending {
+                stage: stage_name.clone(),
+                group: g.name.clone(),
+                member: m.name.clone(),
+                reason,
+                until,
+                message: Some(message),
+            };
+            outputs.push_back(Output::Event(Event::new(now, name, fact)));
+        }
+        None
+    }
+
+    /// Starts (or settles) member `mi`; `decided` is its decision if `check_candidate` just took
+    /// one, else it is decided here.
+    pub(super) fn start_member(
+        &mut self,
+        name: &str,
+        si: usize,
+        gi: usize,
+        mi: u32,
+        decided: Option<Decision>,
+    ) {
+        let now = self.now;
+        let Engine {
+            runs,
+            members,
+            catalog,
+            leases,
+            operations,
+            outputs,
+            ..
+        } = self;
+        let run = runs.get_mut(name).expect("run");
+        let target = &run.target;
+        let stage = &mut run.stages[si];
+        let stage_name = &stage.name;
+        let g = &mut stage.groups[gi];
+        g.ready_open.remove(&mi);
+        g.ready_free.remove(&mi);
+        let m = &mut g.members[mi as usize];
+        let rec = &members[&m.name];
+        let decision = decided.unwrap_or_else(|| decide(&rec.spec, target, catalog, now));
+        match decision {
+            Decision::Upgrade {
+                kubernetes_version,
+                node_images,
+                message,
+            } => {
+                let op = format!("{name}/{}", m.name);
+                m.node.state = State::Running;
+                m.node.start = Some(now);
+                m.pending = None;
+                m.message = message;
+                m.operation_id = Some(op.clone());
+                m.kubernetes_version = kubernetes_version.clone();
+                m.node_images = node_images.clone();
+                leases.insert(m.name.clone(), name.to_string());
+                operations.insert(
+                    op.clone(),
+                    MemberLoc {
+                        run: name.to_string(),
+                        stage: si as u32,
+                        group: gi as u32,
+                        member: mi,
+                    },
+                );
+                let fact = Fact::MemberStarted {
+                    stage: stage_name.clone(),
+                    group: g.name.clone(),
+                    member: m.name.clone(),
+                    kubernetes_version: kubernetes_version.clone(),
+                    node_images: node_images.clone(),
+                    operation_id: op.clone(),
+                    message: m.message.clone(),
+                };
+                outputs.push_back(Output::Event(Event::new(now, name, fact)));
+                outputs.push_back(Output::Command(HostCommand::StartUpgrade(
+                    UpgradeOperation {
+                        operation_id: op,
+                        run: name.to_string(),
+                        member: m.name.clone(),
+                        region: rec.spec.region.clone(),
+                        provider: rec.spec.provider.clone(),
+                        upgrade_type: target.upgrade_type,
+                        kubernetes_version,
+                        node_images,
+                    },
+                )));
+                g.in_flight += 1;
+                stage.in_flight += 1;
+                run.in_flight += 1;
+            }
+            Decision::Skip { reason, message } => {
+                settle_skip(m, now, reason, message);
+                g.unfinished -= 1;
+                outputs.push_back(Output::Event(member_skipped(
+                    now,
+                    name,
+                    stage_name,
+                    &g.name,
+                    m,
+                    skip_reason(reason),
+                )));
+                // A member settled instead of started: its group may be done now.
+                self.settle_group(name, si, gi);
+            }
+            Decision::Fail { code, message } => {
+                m.node.state = State::Failed;
+                m.node.start = Some(now);
+                m.node.completed = Some(now);
+                m.node.error = Some(StatusError {
+                    code: code.to_string(),
+                    message: message.clone(),
+                });
+                m.message = Some(message);
+                g.unfinished -= 1;
+                outputs.push_back(Output::Event(member_failed(
+                    now, name, stage_name, &g.name, m, None,
+                )));
+                self.count_failure(name, si, gi);
+                self.settle_group(name, si, gi);
+            }
+        }
+    }
+}
+
+/// Whether a stage may start one more member: no failure threshold exceeded, a slot free.
+fn stage_has_slot(stage: &StageRt) -> bool {
+    !stage.failed && stage.in_flight < stage.max_concurrency
+}
+
+/// Whether a group (within its stage, when given) may start one more member: no failure
+/// threshold exceeded, a slot free.
+pub(super) fn has_slot(stage: Option<&StageRt>, g: &GroupRt) -> bool {
+    !g.failed && g.in_flight < g.max_concurrency && stage.is_none_or(stage_has_slot)
+}
