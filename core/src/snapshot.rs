@@ -36,6 +36,11 @@ pub(crate) fn read<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     let invalid = |m: String| Error::new(ErrorCode::InvalidSnapshot, m);
     match serde_json::from_str::<Read<T>>(text) {
         Ok(Read::State(state)) => Ok(state),
+        // Read again, the version known: the same deserialiser as the first pass (reading the
+        // state from a `serde_json::Value` instead would compile a second copy of its reader).
+        Ok(Read::StateBeforeVersion) => serde_json::from_str::<Second<T>>(text)
+            .map(|s| s.engine)
+            .map_err(|e| invalid(format!("snapshot: {e}"))),
         Ok(Read::Unsupported(Some(found))) => Err(invalid(format!(
             "snapshot: formatVersion {found} is not supported (this build reads formatVersion \
              {FORMAT_VERSION})"
@@ -50,7 +55,15 @@ pub(crate) fn read<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
 /// What a snapshot holds: the state, or a version this build does not read (`None`: none).
 enum Read<T> {
     State(T),
+    /// A supported version after the state, which was skipped.
+    StateBeforeVersion,
     Unsupported(Option<Value>),
+}
+
+/// The second pass of a snapshot whose state came before its version.
+#[derive(Deserialize)]
+struct Second<T> {
+    engine: T,
 }
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Read<T> {
@@ -71,13 +84,13 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for ReadVisitor<T> {
     }
 
     /// One pass: the version is checked as soon as it is read (this build writes it first), so
-    /// the state is read only under a supported version; a state met before the version is kept
-    /// as a JSON value until the version is known. Other keys before the version are ignored
-    /// (a snapshot without a version is refused for that, whatever else it holds).
+    /// the state is read only under a supported version; a state met before the version is
+    /// skipped (and read in a second pass). Other keys before the version are ignored (a
+    /// snapshot without a version is refused for that, whatever else it holds).
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Read<T>, A::Error> {
         let mut version = false;
         let mut state: Option<T> = None;
-        let mut early: Option<Value> = None;
+        let mut early = false;
         let mut unknown: Option<String> = None;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
@@ -96,13 +109,14 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for ReadVisitor<T> {
                     }
                 }
                 "engine" => {
-                    if state.is_some() || early.is_some() {
+                    if state.is_some() || early {
                         return Err(de::Error::duplicate_field("engine"));
                     }
                     if version {
                         state = Some(map.next_value()?);
                     } else {
-                        early = Some(map.next_value()?);
+                        map.next_value::<IgnoredAny>()?;
+                        early = true;
                     }
                 }
                 _ if version => return Err(de::Error::unknown_field(&key, FIELDS)),
@@ -117,10 +131,8 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for ReadVisitor<T> {
         }
         match (state, early) {
             (Some(s), _) => Ok(Read::State(s)),
-            (None, Some(v)) => T::deserialize(v)
-                .map(Read::State)
-                .map_err(de::Error::custom),
-            (None, None) => Err(de::Error::missing_field("engine")),
+            (None, true) => Ok(Read::StateBeforeVersion),
+            (None, false) => Err(de::Error::missing_field("engine")),
         }
     }
 }
