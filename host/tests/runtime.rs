@@ -18,7 +18,7 @@ const EVENTS: &str = r#"{"v":1,"ok":true,"result":{"events":[]}}"#;
 const ERR: &str = r#"{"v":1,"ok":false,"error":{"code":"InvalidField","message":"stages[0].name: must not be empty","path":"stages[0].name"}}"#;
 const RECORD: &str = r#"{"seq":1,"now":"2026-01-01T00:00:00Z","input":"timeout"}"#;
 /// A refused input that still fired a timer (ABI 5: the error envelope carries its events).
-const ERR_EVENTS: &str = r#"{"v":1,"ok":false,"error":{"code":"InvalidState","message":"gate is already Completed"},"events":[{"at":"2026-12-07T01:00:00Z","kind":"GateCompleted","run":"r1","stage":"s"}]}"#;
+const ERR_EVENTS: &str = r#"{"v":1,"ok":false,"error":{"code":"InvalidState","message":"gate is already Completed"},"events":[{"at":"2026-12-07T01:00:00Z","kind":"GateCompleted","run":"r1","stage":"s","gateType":"Approval","timing":"Before","gateId":"r1/stage:s/before/0","by":"ops"}]}"#;
 const OK_AT: u64 = 0x100;
 const EVENTS_AT: u64 = 0x200;
 const ERR_AT: u64 = 0x300;

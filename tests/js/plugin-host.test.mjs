@@ -115,6 +115,27 @@ test('envelopes and error codes', () => {
   assert.ok(big.error.message.includes(`"${region}"`), 'the message quotes the whole value');
 });
 
+test('the engine state in a snapshot is versioned; another version is InvalidSnapshot', () => {
+  const host = bareHost();
+  const g = new Guest(module, host);
+  assert.equal(g.init().ok, true);
+  assert.equal(g.request({ type: 'snapshot' }).ok, true);
+  const doc = JSON.parse(host.storage.snapshot);
+  assert.equal(doc.engine.formatVersion, 1);
+  assert.ok(host.storage.snapshot.includes('"engine":{"formatVersion":1,"engine":{'));
+
+  for (const [engine, message] of [
+    [{ ...doc.engine, formatVersion: 999 }, 'formatVersion 999 is not supported (this build reads formatVersion 1)'],
+    [doc.engine.engine, 'no formatVersion found (this build reads formatVersion 1)'],
+  ]) {
+    const h = bareHost();
+    h.storage.snapshot = JSON.stringify({ ...doc, engine });
+    const init = new Guest(module, h).init();
+    assert.equal(init.error.code, 'InvalidSnapshot', JSON.stringify(init));
+    assert.ok(init.error.message.includes(message), init.error.message);
+  }
+});
+
 test('PersistenceFailed: the input is refused and nothing changes', () => {
   const file = 'tests/scenarios/gates-and-wait.yaml';
   const sim = new Simulation(module, scenarioOf(file));

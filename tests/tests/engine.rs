@@ -3012,6 +3012,116 @@ stages:
     assert_eq!(original.run_state("r1"), Some(State::Completed));
 }
 
+/// An engine with a run in progress (members in flight, a window timer, a wait, a gate ahead).
+fn engine_mid_run() -> Engine {
+    let mut fleet = members(&["m1", "m2"], "a");
+    fleet.push(with_window(member_of("m3", "b"), "06:00"));
+    fleet.extend(members(&["m5"], "c"));
+    let mut h = Harness::fleet(fleet, default_catalog());
+    h.create(full_run(
+        "r1",
+        r#"
+stages:
+- name: s1
+  afterStageWaitInSeconds: 600
+  groups: [{name: a}, {name: b}]
+- name: s2
+  beforeGates: [{type: Approval}]
+  groups: [{name: c}]
+"#,
+    ));
+    h.start("r1");
+    h.advance_to("00:10");
+    h.engine
+}
+
+fn restore_err(snapshot: &str) -> Error {
+    match Engine::restore(snapshot) {
+        Ok(_) => panic!("restored: {snapshot}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn a_snapshot_names_its_format_version_first_and_round_trips_byte_for_byte() {
+    let engine = engine_mid_run();
+    let snapshot = engine.snapshot();
+    assert!(
+        snapshot.starts_with(r#"{"formatVersion":1,"engine":{"#),
+        "{}",
+        &snapshot[..80]
+    );
+    let doc: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    assert_eq!(doc["formatVersion"], waverun_core::snapshot::FORMAT_VERSION);
+    assert_eq!(
+        doc.as_object().unwrap().len(),
+        2,
+        "formatVersion and engine only"
+    );
+    let restored = Engine::restore(&snapshot).expect("restore");
+    assert_eq!(restored.snapshot(), snapshot);
+    // The version may come after the state (another writer's key order): the same engine.
+    let engine_part = serde_json::to_string(&doc["engine"]).unwrap();
+    let swapped = format!(r#"{{"engine":{engine_part},"formatVersion":1}}"#);
+    assert_eq!(
+        Engine::restore(&swapped).expect("restore").snapshot(),
+        snapshot
+    );
+}
+
+#[test]
+fn restore_refuses_a_snapshot_of_another_format_version_naming_both() {
+    let snapshot = engine_mid_run().snapshot();
+    let future = snapshot.replacen(r#""formatVersion":1"#, r#""formatVersion":999"#, 1);
+    let e = restore_err(&future);
+    assert_eq!(e.code, ErrorCode::InvalidSnapshot);
+    assert_eq!(
+        e.message,
+        "snapshot: formatVersion 999 is not supported (this build reads formatVersion 1)"
+    );
+    // Checked before the state is read: a future state of any shape gets the same answer.
+    let e = restore_err(r#"{"formatVersion":2,"engine":{"shards":[]}}"#);
+    assert_eq!(e.code, ErrorCode::InvalidSnapshot);
+    assert!(
+        e.message.contains("formatVersion 2 is not supported"),
+        "{e}"
+    );
+    let e = restore_err(r#"{"formatVersion":"1","engine":{}}"#);
+    assert!(
+        e.message.contains(r#"formatVersion "1" is not supported"#),
+        "{e}"
+    );
+}
+
+#[test]
+fn restore_refuses_a_snapshot_without_a_format_version() {
+    let snapshot = engine_mid_run().snapshot();
+    let doc: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    // The unversioned form earlier builds wrote: the bare engine state.
+    let bare = serde_json::to_string(&doc["engine"]).unwrap();
+    let wrapped_only = format!(r#"{{"engine":{bare}}}"#);
+    for text in [bare.as_str(), wrapped_only.as_str(), "{}"] {
+        let e = restore_err(text);
+        assert_eq!(e.code, ErrorCode::InvalidSnapshot, "{e}");
+        assert_eq!(
+            e.message,
+            "snapshot: no formatVersion found (this build reads formatVersion 1)"
+        );
+    }
+    // Not a snapshot at all, or a versioned one that is broken: InvalidSnapshot still.
+    for text in [
+        "not json",
+        "[]",
+        r#"{"formatVersion":1}"#,
+        r#"{"formatVersion":1,"engine":{"now":"2026-12-07T00:00:00Z"}}"#,
+        r#"{"formatVersion":1,"engine":{},"extra":true}"#,
+    ] {
+        let e = restore_err(text);
+        assert_eq!(e.code, ErrorCode::InvalidSnapshot, "{text}: {e}");
+        assert!(e.message.starts_with("snapshot: "), "{e}");
+    }
+}
+
 // ==================================================================== explainable waits (spec §9)
 
 #[test]

@@ -401,29 +401,91 @@ export interface StatusError {
   message: string;
 }
 
-/** One state change. */
-export interface Event {
+/** What every event has. */
+export interface EventHead<K extends EventKind> {
   at: Timestamp;
-  kind: EventKind;
+  kind: K;
   /** The run (absent in a simulation's single-run timeline). */
   run?: string;
-  stage?: string;
-  group?: string;
-  member?: string;
-  reason?: Reason;
-  until?: Timestamp;
-  gateType?: GateType;
-  timing?: GateTiming;
-  gateId?: string;
-  kubernetesVersion?: string;
-  nodeImages?: PoolImage[];
-  operationId?: string;
-  error?: StatusError;
-  message?: string;
-  by?: string;
-  /** The refused action (`ActionRejected`). */
-  action?: Action;
 }
+
+/** Where a stage's event happened. */
+export interface InStage {
+  stage: string;
+}
+
+/** Where a group's event happened. */
+export interface InGroup extends InStage {
+  group: string;
+}
+
+/** Which member a member event is about. */
+export interface OfMember extends InGroup {
+  member: string;
+}
+
+/** Which gate a gate event is about (`group` absent for a stage's gate). */
+export interface OfGate extends InStage {
+  group?: string;
+  gateType: GateType;
+  timing: GateTiming;
+  gateId: string;
+}
+
+/** An event of kind `K` with the fields `F`. */
+export type EventWith<K extends EventKind, F = {}> = EventHead<K> & F;
+
+/**
+ * One state change: a union discriminated by `kind`; each kind has exactly its fields (narrow on
+ * `kind` to read them). Fields a kind has but leaves empty are absent.
+ */
+export type Event =
+  | EventWith<"RunCreated">
+  | EventWith<"RunUpdated">
+  | EventWith<"RunDeleted">
+  /** `message`: `retry of run X` for a retry run. */
+  | EventWith<"RunStarted", { message?: string }>
+  | EventWith<"RunResumed">
+  | EventWith<"RunCompleted">
+  | EventWith<"RunSkipped">
+  | EventWith<"RunStopping", { reason: "Stop" | "FailureThresholdExceeded" }>
+  | EventWith<"RunStopped", { error?: StatusError }>
+  | EventWith<"RunFailed", { error?: StatusError }>
+  | EventWith<"StageStarted", InStage>
+  | EventWith<"StageCompleted", InStage>
+  | EventWith<"StageFailed", InStage & { reason: "FailureThresholdExceeded"; message: string }>
+  | EventWith<"StageSkipped", InStage & { reason: "SkippedByUser" | "AlreadyAtTarget" }>
+  | EventWith<"StageStopped", InStage>
+  | EventWith<"GroupStarted", InGroup>
+  | EventWith<"GroupCompleted", InGroup>
+  | EventWith<"GroupFailed", InGroup & { reason: "FailureThresholdExceeded"; message: string }>
+  | EventWith<"GroupSkipped", InGroup & { reason: "SkippedByUser" | "AlreadyAtTarget" }>
+  | EventWith<"GroupStopped", InGroup>
+  /** `until`: when a scheduled-start gate opens; `message`: the gate's display name. */
+  | EventWith<"GateCreated", OfGate & { until?: Timestamp; message?: string }>
+  /** `by`: the approver (`user` if unnamed), `autoApprove` or `schedule`. */
+  | EventWith<"GateCompleted", OfGate & { by: string }>
+  | EventWith<"GateSkipped", OfGate>
+  | EventWith<"AfterStageWaitStarted", InStage & { until: Timestamp }>
+  | EventWith<"AfterStageWaitCompleted", InStage>
+  | EventWith<"AfterStageWaitSkipped", InStage & { reason: "SkippedByUser" }>
+  | EventWith<"MemberPending", OfMember & { reason: Reason; until?: Timestamp; message?: string }>
+  | EventWith<
+      "MemberStarted",
+      OfMember & { kubernetesVersion?: string; nodeImages?: PoolImage[]; operationId: string; message?: string }
+    >
+  | EventWith<"MemberCompleted", OfMember & { operationId: string }>
+  /** `operationId`: absent when the member failed before an upgrade started (a minor-version skip). */
+  | EventWith<"MemberFailed", OfMember & { operationId?: string; error: StatusError }>
+  | EventWith<
+      "MemberSkipped",
+      OfMember & { reason: "AlreadyAtTarget" | "NoConsistentImage" | "SkippedByUser"; message?: string }
+    >
+  /** Not emitted by the engine: a simulation records a refused action with it. */
+  | EventWith<"ActionRejected", { action: Action; error: StatusError }>;
+
+/** The event of one kind, e.g. `EventOfKind<"MemberStarted">`. */
+export type EventOfKind<K extends EventKind> = Extract<Event, { kind: K }>;
 
 /** One member upgrade the host must perform; the result comes back as an Observation. */
 export interface UpgradeOperation {

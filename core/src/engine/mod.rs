@@ -179,16 +179,17 @@ impl Engine {
         Ok(self.render(run))
     }
 
-    /// The whole engine state as JSON; [`Engine::restore`] gives it back. Take it after draining
-    /// outputs (undrained outputs are kept too, so nothing is lost either way).
+    /// The whole engine state as JSON, `{"formatVersion": 1, "engine": {...}}` (see
+    /// [`crate::snapshot`]); [`Engine::restore`] gives it back. Take it after draining outputs
+    /// (undrained outputs are kept too, so nothing is lost either way).
     pub fn snapshot(&self) -> String {
-        serde_json::to_string(self).expect("engine state serialises")
+        crate::snapshot::write(self)
     }
 
-    /// Restores a [`Engine::snapshot`].
+    /// Restores a [`Engine::snapshot`]. A snapshot without a `formatVersion`, or of a version
+    /// other than [`crate::snapshot::FORMAT_VERSION`], is refused with `InvalidSnapshot`.
     pub fn restore(snapshot: &str) -> Result<Engine, Error> {
-        let mut e: Engine = serde_json::from_str(snapshot)
-            .map_err(|err| Error::new(ErrorCode::InvalidSnapshot, format!("snapshot: {err}")))?;
+        let mut e: Engine = crate::snapshot::read(snapshot)?;
         e.catalog.ensure_index();
         for run in e.runs.values_mut() {
             run.index = RunIndex::build(&run.stages);

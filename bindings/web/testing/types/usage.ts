@@ -14,6 +14,8 @@ import type {
   Command,
   ErrorCode,
   Event,
+  EventKind,
+  EventOfKind,
   FieldError,
   Input,
   Member,
@@ -77,7 +79,60 @@ const state: State = report.summary.state;
 const started: string | null = report.summary.startedAt;
 const makespan: number | null = report.summary.makespanSeconds;
 const events: Event[] = report.timeline;
-const rejected = events.filter((e) => e.kind === "ActionRejected").map((e) => e.action?.do);
+const rejected = events.flatMap((e) => (e.kind === "ActionRejected" ? [e.action.do] : []));
+
+// Events: a union on `kind`, each kind with exactly its fields.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const everyKindHasAnEvent: Same<Event["kind"], EventKind> = true;
+for (const e of events) {
+  const when: string = e.at;
+  const run: string | undefined = e.run;
+  switch (e.kind) {
+    case "MemberStarted": {
+      const who: [string, string, string] = [e.stage, e.group, e.member];
+      const op: string = e.operationId;
+      const pools: { nodePool: string; imageVersion: string }[] | undefined = e.nodeImages;
+      const k8s: string | undefined = e.kubernetesVersion;
+      break;
+    }
+    case "MemberFailed": {
+      const code: string = e.error.code;
+      const op: string | undefined = e.operationId;
+      break;
+    }
+    case "MemberPending": {
+      const until: string | undefined = e.until;
+      const why: string = e.reason;
+      break;
+    }
+    case "GateCreated": {
+      const id: string = e.gateId;
+      const group: string | undefined = e.group;
+      const opens: string | undefined = e.until;
+      break;
+    }
+    case "GateCompleted": {
+      const by: string = e.by;
+      break;
+    }
+    case "AfterStageWaitStarted": {
+      const until: string = e.until;
+      break;
+    }
+    case "RunStopping": {
+      const why: "Stop" | "FailureThresholdExceeded" = e.reason;
+      break;
+    }
+    case "StageFailed": {
+      const message: string = e.message;
+      break;
+    }
+  }
+}
+const startedEvents: EventOfKind<"MemberStarted">[] = events.filter(
+  (e): e is EventOfKind<"MemberStarted"> => e.kind === "MemberStarted",
+);
+const operations: string[] = startedEvents.map((e) => e.operationId);
 
 const engine = new WaverunEngine(t);
 const commands: Command[] = [
@@ -159,5 +214,19 @@ try {
   // @ts-expect-error `e` is unknown until isWaverunError narrows it
   e.code;
 }
+// @ts-expect-error a run event has no member
+const runMember = (e: EventOfKind<"RunCreated">) => e.member;
+// @ts-expect-error a gate event has no operation id
+const gateOperation = (e: EventOfKind<"GateCreated">) => e.operationId;
+// @ts-expect-error the fields of a kind are only there once `kind` narrows the union
+const anyMember = (e: Event) => e.member;
+// @ts-expect-error a StageStarted event names its stage
+const noStage: Event = { at: t, kind: "StageStarted" };
+// @ts-expect-error a MemberCompleted event has its operation id
+const noOperation: Event = { at: t, kind: "MemberCompleted", stage: "s", group: "g", member: "m" };
+// @ts-expect-error a run stops by a user or a failure, nothing else
+const badStop: Event = { at: t, kind: "RunStopping", reason: "Lease" };
+// @ts-expect-error not a kind
+const noKind: Event = { at: t, kind: "RunExploded" };
 // @ts-expect-error nextWakeup may be undefined
 const at: string = engine.nextWakeup().at;
