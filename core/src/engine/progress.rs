@@ -13,7 +13,7 @@
 
 use super::skips::{settle_skip, skip_reason};
 use super::timers::Timer;
-use super::tree::{GateLoc, GateRt, GroupRt, MemberLoc, Phase};
+use super::tree::{GateLoc, GateRt, GroupRt, MemberLoc, Phase, StageRt};
 use super::Engine;
 use super::{add_seconds, member_failed, member_skipped};
 use crate::event::{Event, Fact, Output, Reason};
@@ -57,8 +57,7 @@ impl Engine {
                 // and that needs no new gate still completes; when the drain is over, the run
                 // stops or fails.
                 let (cur, in_flight) = (run.current, run.in_flight);
-                let groups = run.stages.get(cur).map_or(0, |s| s.groups.len());
-                for gi in 0..groups {
+                for gi in movable_groups(run.stages.get(cur), true) {
                     self.settle_group(name, cur, gi);
                 }
                 if in_flight == 0 {
@@ -118,8 +117,7 @@ impl Engine {
                     stage.phase = Phase::Body;
                 }
                 Phase::Body => {
-                    let groups = stage.groups.len();
-                    for gi in 0..groups {
+                    for gi in movable_groups(Some(stage), false) {
                         self.settle_group(name, cur, gi);
                     }
                     self.fill_stage(name, cur);
@@ -455,4 +453,32 @@ impl Engine {
             self.touch(&n);
         }
     }
+}
+
+/// The groups of a stage that [`Engine::settle_group`] would move now, in strategy order: a
+/// cheap look at each group's phase and counters, so that an input which changes one group
+/// of fifty settles one. (Settling a group never lets a sibling move: it can only stop the
+/// run, which `settle_group` checks.)
+fn movable_groups(stage: Option<&StageRt>, draining: bool) -> Vec<usize> {
+    let Some(stage) = stage else {
+        return Vec::new();
+    };
+    stage
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| match g.phase {
+            Phase::Done => false,
+            Phase::NotReached => !draining,
+            Phase::Before => !draining && g.before_gates.iter().all(GateRt::done),
+            Phase::Body => {
+                !g.failed
+                    && g.in_flight == 0
+                    && g.unfinished == 0
+                    && !(draining && !g.after_gates.is_empty())
+            }
+            Phase::After => g.after_gates.iter().all(GateRt::done),
+        })
+        .map(|(gi, _)| gi)
+        .collect()
 }
