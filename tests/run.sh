@@ -11,9 +11,18 @@ rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wa
 echo "== wasm artifacts"
 cargo build --release --target wasm32-unknown-unknown -p waverun-core-probe -p waverun-plugin
 
+# The native build, once: every test, bin and example of the workspace in one profile (dev) and
+# one feature set, so wasmtime is compiled once. `cargo build -p waverun` would resolve features
+# for the host alone (without the other members, e.g. bindings/web's wasm-bindgen, and without
+# the dev-dependencies, e.g. wat and proptest, which all enable features of crates under
+# wasmtime) and compile wasmtime a second time. The Wasm hosts' tests below use this build's target/debug/waverun and
+# target/debug/examples/scenario_json, and `cargo test --workspace` finds it fresh.
+echo "== native build (cargo test --workspace --no-run)"
+cargo test --workspace --no-run
+
 # [browser package] (bindings/web): the wasm-bindgen package (build.sh: pinned wasm-bindgen-cli,
 # wasm-opt from npm binaryen), then its tests under Node and headless Chromium; the differential
-# tests compare it with the native CLI (target/debug/waverun).
+# tests compare it with the native CLI (target/debug/waverun, built above).
 echo "== browser package (bindings/web)"
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
@@ -24,7 +33,6 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 (cd bindings/web && npm ci --no-audit --no-fund)
 bindings/web/build.sh
-cargo build -p waverun
 node --test bindings/web/test/
 
 echo "== rust tests"

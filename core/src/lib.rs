@@ -154,6 +154,7 @@ pub mod event;
 pub mod limits;
 pub mod model;
 pub mod plan;
+pub mod plan_text;
 pub mod selector;
 pub mod sim;
 pub mod snapshot;

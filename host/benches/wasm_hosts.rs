@@ -20,7 +20,7 @@
 //!   startup, package load and the input's `JSON.parse` are reported apart), median of runs
 //!   after a warm-up, with ratios to native; then where the plugin's time goes: the same
 //!   rollout with each `EngineDriver` call timed, for the native engine, the guest's driver
-//!   logic compiled natively (`waverun_plugin::Plugin`, JSON envelopes and journaling without
+//!   logic compiled natively (`waverun_plugin::Guest`, JSON envelopes and journaling without
 //!   Wasm) and the plugin in wasmtime;
 //! - (d) per-call overhead: the `ping` request on a `PluginInstance` (mean of 100,000 calls),
 //!   and the same request handled by the guest's code compiled natively;
@@ -49,8 +49,8 @@ use waverun_core::{
     Engine, Event, HostCommand, Input, Output, RunStatus, State, Timestamp, UpgradeOperation,
 };
 use waverun_host::runtime::{
-    cache, simulate_plugin, timestamp_ms, Host, InstanceConfig, ManualClock, MemoryPersistence,
-    PluginDriver, PluginRuntime, QueueProvider, RuntimeConfig,
+    cache, simulate_plugin, timestamp_ms, InstanceConfig, ManualClock, MemoryPersistence,
+    PluginDriver, PluginHost, PluginRuntime, QueueProvider, RuntimeConfig,
 };
 
 // ------------------------------------------------------------------ helpers
@@ -260,7 +260,7 @@ struct NativeGuestHost {
     snapshots: (u64, u64),
 }
 
-impl waverun_plugin::Host for NativeGuestHost {
+impl waverun_plugin::HostImports for NativeGuestHost {
     fn clock_now_ms(&mut self) -> i64 {
         self.now_ms
     }
@@ -287,7 +287,7 @@ impl waverun_plugin::Host for NativeGuestHost {
     fn storage_read(&mut self, _kind: waverun_plugin::StorageKind) -> Result<Option<Vec<u8>>, i32> {
         Ok(None)
     }
-    fn log(&mut self, _level: waverun_plugin::LogLevel, _message: &str) {}
+    fn log(&mut self, _level: waverun_plugin::GuestLogLevel, _message: &str) {}
 }
 
 #[derive(Deserialize)]
@@ -307,18 +307,18 @@ struct Events {
     events: Vec<Event>,
 }
 
-/// The guest's driver (`waverun_plugin::Plugin`: JSON envelopes, write-ahead journal,
+/// The guest's driver (`waverun_plugin::Guest`: JSON envelopes, write-ahead journal,
 /// snapshots) compiled natively and driven exactly as `PluginDriver` drives the Wasm module,
 /// minus the Wasm boundary: separates the cost of the ABI's JSON from the cost of running in
 /// wasmtime.
 struct NativeGuestDriver {
-    guest: waverun_plugin::Plugin<NativeGuestHost>,
+    guest: waverun_plugin::Guest<NativeGuestHost>,
     outputs: VecDeque<Output>,
 }
 
 impl NativeGuestDriver {
     fn new() -> NativeGuestDriver {
-        let mut guest = waverun_plugin::Plugin::new(NativeGuestHost::default());
+        let mut guest = waverun_plugin::Guest::new(NativeGuestHost::default());
         let init: Envelope = serde_json::from_str(&guest.init()).expect("init envelope");
         assert!(init.ok, "init");
         NativeGuestDriver {
@@ -595,11 +595,12 @@ fn main() {
     });
     let deser_t = time_runs(1, cache_reps, || {
         // SAFETY: the artifact `rt.load` just wrote for this engine configuration.
-        unsafe { wasmtime::Module::deserialize_file(rt2.engine(), &cwasm) }.expect("deserialize")
+        unsafe { wasmtime::Module::deserialize_file(rt2.wasm_engine(), &cwasm) }
+            .expect("deserialize")
     });
     let plugin = rt2.load(&wasm).expect("cache hit");
     let new_host = || {
-        Host::new(
+        PluginHost::new(
             ManualClock::new(0),
             QueueProvider::new(),
             MemoryPersistence::new(),
@@ -854,8 +855,8 @@ fn main() {
         inst.ping().expect("ping");
     }
     let ping_wasm = t.elapsed().as_secs_f64() * 1e9 / calls as f64;
-    let mut guest = waverun_plugin::Plugin::new(NativeGuestHost::default());
-    let ping_native = |guest: &mut waverun_plugin::Plugin<NativeGuestHost>| {
+    let mut guest = waverun_plugin::Guest::new(NativeGuestHost::default());
+    let ping_native = |guest: &mut waverun_plugin::Guest<NativeGuestHost>| {
         let arg = serde_json::to_vec(&serde_json::json!({"v": 1, "request": {"type": "ping"}}))
             .expect("JSON");
         let env: Envelope = serde_json::from_str(&guest.request(&arg)).expect("envelope");

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use waverun_core::plan_text;
 use waverun_core::sim::{render_text, simulate};
 use waverun_core::{Engine, Input};
 use waverun_host::{load_document, load_scenario, Document};
@@ -180,7 +181,7 @@ fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
                     serde_json::to_writer_pretty(&mut *out, &plan)?;
                     writeln!(out)?;
                 }
-                Format::Text => out.write_all(render_plan(&plan).as_bytes())?,
+                Format::Text => out.write_all(plan_text::render_text(&plan).as_bytes())?,
             }
         }
     }
@@ -206,91 +207,4 @@ fn simulate_wasm(
     })?;
     let plugin = rt.load_file(&path)?;
     Ok(runtime::simulate_plugin(&plugin, scenario)?)
-}
-
-fn render_plan(p: &waverun_core::plan::Plan) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Plan of run {}: {} members to upgrade, {} to skip",
-        p.run, p.members_to_upgrade, p.members_to_skip
-    );
-    if !p.selected_node_image_versions.is_empty() {
-        let _ = writeln!(
-            out,
-            "Selected node images (Consistent): {}",
-            p.selected_node_image_versions.join(", ")
-        );
-    }
-    for s in &p.stages {
-        let _ = writeln!(
-            out,
-            "stage {}  [maxConcurrency {}, maxAllowedFailures {}, after-stage wait {}s]",
-            s.name, s.max_concurrency, s.max_allowed_failures, s.after_stage_wait_in_seconds
-        );
-        for g in &s.groups {
-            let _ = writeln!(
-                out,
-                "  group {}  [maxConcurrency {}, maxAllowedFailures {}] {} members",
-                g.name,
-                g.max_concurrency,
-                g.max_allowed_failures,
-                g.members.len()
-            );
-            for m in &g.members {
-                let mut line = format!("    {} ({}): {}", m.name, m.region, m.action);
-                if let Some(v) = &m.kubernetes_version {
-                    let _ = write!(line, " kubernetes {v}");
-                }
-                for i in &m.node_images {
-                    let _ = write!(line, " {}={}", i.node_pool, i.image_version);
-                }
-                if let Some(msg) = &m.message {
-                    let _ = write!(line, "  ({msg})");
-                }
-                let _ = writeln!(out, "{line}");
-            }
-        }
-    }
-    let human: Vec<_> = p.gates.iter().filter(|g| g.needs_human).collect();
-    if !human.is_empty() {
-        let _ = writeln!(out, "Gates needing a human:");
-        for g in human {
-            let _ = writeln!(
-                out,
-                "  {:?} {}{}{}",
-                g.timing,
-                g.stage,
-                g.group
-                    .as_ref()
-                    .map(|x| format!("/{x}"))
-                    .unwrap_or_default(),
-                g.display_name
-                    .as_ref()
-                    .map(|d| format!(" \"{d}\""))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    if !p.will_fail.is_empty() {
-        let _ = writeln!(
-            out,
-            "Will fail without a cluster call (minor version skip): {}",
-            p.will_fail.join(", ")
-        );
-    }
-    for w in &p.warnings {
-        let _ = writeln!(out, "warning: {w}");
-    }
-    if p.unassigned.is_empty() {
-        let _ = writeln!(out, "Unassigned members: none");
-    } else {
-        let _ = writeln!(
-            out,
-            "Unassigned members (not in the run): {}",
-            p.unassigned.join(", ")
-        );
-    }
-    out
 }

@@ -8,8 +8,8 @@ use runtime_support::runtime;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use waverun_host::runtime::{
-    CacheStatus, CallKind, Host, InstanceConfig, LogLevel, ManualClock, MemoryLog,
-    MemoryPersistence, Persistence, Plugin, PluginError, PluginInstance, PluginRuntime,
+    CacheStatus, CallKind, InstanceConfig, ManualClock, MemoryLog, MemoryPersistence, Persistence,
+    PluginError, PluginHost, PluginInstance, PluginLogLevel, PluginModule, PluginRuntime,
     QueueProvider, RuntimeConfig, TrapKind,
 };
 
@@ -121,8 +121,8 @@ fn guest(funcs: &[(&str, &str)]) -> Vec<u8> {
     wat::parse_str(guest_wat(ABI_IMPORTS, 1, funcs)).expect("valid wat")
 }
 
-fn host() -> Host {
-    Host::new(
+fn host() -> PluginHost {
+    PluginHost::new(
         ManualClock::new(0),
         QueueProvider::new(),
         MemoryPersistence::new(),
@@ -162,7 +162,7 @@ fn runtime_types_can_cross_threads() {
     fn send<T: Send>() {}
     fn send_sync<T: Send + Sync>() {}
     send_sync::<PluginRuntime>();
-    send_sync::<Plugin>();
+    send_sync::<PluginModule>();
     send::<PluginInstance>();
 }
 
@@ -474,7 +474,7 @@ fn journal_append_reaches_persistence_and_reports_durability() {
         .unwrap();
     let mut i = plugin
         .instantiate(
-            Host::new(ManualClock::new(0), QueueProvider::new(), store.clone()),
+            PluginHost::new(ManualClock::new(0), QueueProvider::new(), store.clone()),
             InstanceConfig::default(),
         )
         .unwrap();
@@ -539,7 +539,7 @@ fn storage_read_hands_back_snapshot_and_journal() {
     let log = MemoryLog::default();
     let mut i = plugin
         .instantiate(
-            Host::new(
+            PluginHost::new(
                 ManualClock::new(0),
                 QueueProvider::new(),
                 MemoryPersistence::new(),
@@ -564,7 +564,7 @@ fn storage_read_hands_back_snapshot_and_journal() {
     let log = MemoryLog::default();
     let mut i = plugin
         .instantiate(
-            Host::new(ManualClock::new(0), QueueProvider::new(), store.clone())
+            PluginHost::new(ManualClock::new(0), QueueProvider::new(), store.clone())
                 .with_log(log.clone()),
             InstanceConfig::default(),
         )
@@ -575,11 +575,11 @@ fn storage_read_hands_back_snapshot_and_journal() {
     assert_eq!(
         lines[0],
         (
-            LogLevel::Info,
+            PluginLogLevel::Info,
             r#"{"v":1,"journalSeq":2,"engine":{}}"#.to_string()
         )
     );
-    assert_eq!(lines[1].0, LogLevel::Warn);
+    assert_eq!(lines[1].0, PluginLogLevel::Warn);
     assert_eq!(lines[1].1, store.records().join("\n"));
     // recover() reads the same storage again.
     i.recover().unwrap();

@@ -10,8 +10,8 @@ use std::time::Duration;
 use waverun_core::sim::{simulate, Scenario, Simulation, SimulationReport};
 use waverun_host::load_scenario;
 use waverun_host::runtime::{
-    Host, InstanceConfig, ManualClock, MemoryPersistence, PluginDriver, PluginError, PluginRuntime,
-    QueueProvider, RuntimeConfig, TrapKind,
+    InstanceConfig, ManualClock, MemoryPersistence, PluginDriver, PluginError, PluginHost,
+    PluginRuntime, QueueProvider, RuntimeConfig, TrapKind,
 };
 
 fn scenario(rel: &str) -> Scenario {
@@ -22,8 +22,8 @@ fn json(r: &SimulationReport) -> String {
     serde_json::to_string(r).expect("report serialises")
 }
 
-fn fresh_host(clock: &ManualClock, storage: &MemoryPersistence) -> Host {
-    Host::new(clock.clone(), QueueProvider::new(), storage.clone())
+fn fresh_host(clock: &ManualClock, storage: &MemoryPersistence) -> PluginHost {
+    PluginHost::new(clock.clone(), QueueProvider::new(), storage.clone())
 }
 
 #[test]
@@ -227,7 +227,7 @@ fn a_restarted_host_resumes_from_storage() {
     let provider = QueueProvider::new();
     let mut i = plugin2
         .instantiate(
-            Host::new(
+            PluginHost::new(
                 ManualClock::at(sim.now()),
                 provider.clone(),
                 storage.clone(),

@@ -22,8 +22,9 @@ const SCENARIO_JSON = path.join(ROOT, 'target/debug/examples/scenario_json');
 if (!process.env.WAVERUN_SKIP_BUILD) {
   const cargo = (...args) => execFileSync('cargo', args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   cargo('build', '-q', '--release', '--target', 'wasm32-unknown-unknown', '-p', 'waverun-plugin');
-  cargo('build', '-q', '-p', 'waverun', '--bin', 'waverun');
-  cargo('build', '-q', '-p', 'waverun-plugin', '--example', 'scenario_json');
+  // The CLI and the example from the workspace's test build (tests/run.sh): one feature set, so
+  // wasmtime is not compiled a second time for a `cargo build -p waverun`.
+  cargo('test', '-q', '--workspace', '--no-run');
 }
 
 const module = loadModule(DEFAULT_WASM);

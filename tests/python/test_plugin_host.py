@@ -24,10 +24,11 @@ ENGINE = MODULE = None
 def setUpModule():
     global ENGINE, MODULE
     if not os.environ.get("WAVERUN_SKIP_BUILD"):
-        for args in (["--release", "--target", "wasm32-unknown-unknown", "-p", "waverun-plugin"],
-                     ["-p", "waverun", "--bin", "waverun"],
-                     ["-p", "waverun-plugin", "--example", "scenario_json"]):
-            subprocess.run(["cargo", "build", "-q", *args], cwd=ph.ROOT, check=True,
+        # The CLI and the example come from the workspace's test build (tests/run.sh): one
+        # feature set, so wasmtime is not compiled a second time for a `cargo build -p waverun`.
+        for args in (["build", "--release", "--target", "wasm32-unknown-unknown", "-p", "waverun-plugin"],
+                     ["test", "--workspace", "--no-run"]):
+            subprocess.run(["cargo", *args, "-q"], cwd=ph.ROOT, check=True,
                            stdout=subprocess.DEVNULL)
     ENGINE, MODULE = ph.load_module(ph.DEFAULT_WASM)
 

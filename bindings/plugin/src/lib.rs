@@ -5,7 +5,7 @@
 //! core module whose only imports are the host's clock, cluster calls, persistence and log
 //! (module `waverun_host_v1`, listed in `bindings/plugin/imports.txt`).
 //!
-//! The logic lives in [`Plugin`], a plain struct generic over [`Host`] (the imports as a
+//! The logic lives in [`Guest`], a plain struct generic over [`HostImports`] (the imports as a
 //! trait), so it is tested natively with an in-memory host. The `extern "C"` glue (exports,
 //! imports, buffers) is a thin layer compiled only for `wasm32` (module `wasm`).
 //!
@@ -64,9 +64,10 @@ pub enum StorageKind {
     Journal = 1,
 }
 
-/// Log levels of the `log` import.
+/// Log levels of the `log` import, as the guest passes them (the runtime's side:
+/// `PluginLogLevel`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
+pub enum GuestLogLevel {
     /// 0
     Trace = 0,
     /// 1
@@ -79,8 +80,9 @@ pub enum LogLevel {
     Error = 4,
 }
 
-/// The host: the imports of module `waverun_host_v1`, one method each (ABI section 3).
-pub trait Host {
+/// The host as the guest sees it: the imports of module `waverun_host_v1`, one method each (ABI
+/// section 3).
+pub trait HostImports {
     /// `clock_now_ms`: milliseconds since the Unix epoch.
     fn clock_now_ms(&mut self) -> i64;
     /// `cluster_submit`: an *UpgradeOperation* (JSON); `0` = accepted.
@@ -95,7 +97,7 @@ pub trait Host {
     /// answered with a negative value other than `-1`.
     fn storage_read(&mut self, kind: StorageKind) -> Result<Option<Vec<u8>>, i32>;
     /// `log`.
-    fn log(&mut self, level: LogLevel, message: &str);
+    fn log(&mut self, level: GuestLogLevel, message: &str);
 }
 
 /// The error codes of ABI section 5.2.
@@ -240,8 +242,10 @@ struct Active {
     operations: BTreeMap<String, UpgradeOperation>,
 }
 
-/// The plugin: the engine, its journal position and the host.
-pub struct Plugin<H: Host> {
+/// The plugin's guest side: the engine, its journal position and the host's imports. (The
+/// runtime's side of the same boundary is `waverun_host::runtime`: `PluginRuntime`,
+/// `PluginModule`, `PluginInstance`, and the `PluginHost` it implements the imports with.)
+pub struct Guest<H: HostImports> {
     host: H,
     active: Option<Active>,
 }
@@ -374,10 +378,10 @@ fn ceil_millis(t: Timestamp) -> i64 {
     }
 }
 
-impl<H: Host> Plugin<H> {
+impl<H: HostImports> Guest<H> {
     /// A plugin over `host`, not initialised yet.
-    pub fn new(host: H) -> Plugin<H> {
-        Plugin { host, active: None }
+    pub fn new(host: H) -> Guest<H> {
+        Guest { host, active: None }
     }
 
     /// The host.
@@ -552,14 +556,14 @@ impl<H: Host> Plugin<H> {
             let op = self.active.as_ref().and_then(|a| a.operations.get(id));
             let Some(op) = op else {
                 self.host.log(
-                    LogLevel::Error,
+                    GuestLogLevel::Error,
                     &format!("operation {id} is in flight but its payload is unknown; cannot submit it again"),
                 );
                 continue;
             };
             let json = submit_json(op);
             self.host.log(
-                LogLevel::Info,
+                GuestLogLevel::Info,
                 &format!("operation {id}: cluster_query answered {answer}; submitting it again"),
             );
             let rc = self.host.cluster_submit(&json);
@@ -573,7 +577,7 @@ impl<H: Host> Plugin<H> {
 
         let a = self.active.as_ref().expect("initialised");
         self.host.log(
-            LogLevel::Info,
+            GuestLogLevel::Info,
             &format!(
                 "waverun plugin initialised: journalSeq {}, replayed {replayed}, in flight {}",
                 a.seq,
@@ -647,7 +651,7 @@ impl<H: Host> Plugin<H> {
                 let (doc, rc) = self.write_snapshot();
                 if rc != 0 {
                     self.host.log(
-                        LogLevel::Warn,
+                        GuestLogLevel::Warn,
                         &format!("snapshot_write returned {rc}; the journal still has everything"),
                     );
                 }
@@ -817,7 +821,7 @@ impl<H: Host> Plugin<H> {
                 });
                 if let Err(e) = self.journal(now, &input) {
                     self.host.log(
-                        LogLevel::Error,
+                        GuestLogLevel::Error,
                         &format!("operation {id} was refused by the host and its failure could not be journaled ({}); it stays in flight until a restart", e.message),
                     );
                     continue;
@@ -840,7 +844,7 @@ impl<H: Host> Plugin<H> {
             let (_, rc) = self.write_snapshot();
             if rc != 0 {
                 self.host.log(
-                    LogLevel::Warn,
+                    GuestLogLevel::Warn,
                     &format!("snapshot_write returned {rc}; the journal still has everything"),
                 );
             }

@@ -29,10 +29,10 @@ struct MemHost {
     submit_fails: i32,
     /// `cluster_query` answers 1 (unknown) for everything.
     forget: bool,
-    logs: Vec<(LogLevel, String)>,
+    logs: Vec<(GuestLogLevel, String)>,
 }
 
-impl Host for MemHost {
+impl HostImports for MemHost {
     fn clock_now_ms(&mut self) -> i64 {
         self.now_ms
     }
@@ -84,7 +84,7 @@ impl Host for MemHost {
             StorageKind::Journal => Some(self.journal.join("\n").into_bytes()),
         })
     }
-    fn log(&mut self, level: LogLevel, message: &str) {
+    fn log(&mut self, level: GuestLogLevel, message: &str) {
         self.logs.push((level, message.to_string()));
     }
 }
@@ -148,13 +148,13 @@ fn deliver(o: Value) -> Vec<u8> {
 }
 
 /// Restarts the guest on the same host, as after a trap: a fresh plugin and `waverun_init`.
-fn crash(p: Plugin<MemHost>) -> (Plugin<MemHost>, Value) {
-    let mut fresh = Plugin::new(p.into_host());
+fn crash(p: Guest<MemHost>) -> (Guest<MemHost>, Value) {
+    let mut fresh = Guest::new(p.into_host());
     let init = ok_result(&fresh.init());
     (fresh, init)
 }
 
-fn snapshot_of(p: &Plugin<MemHost>) -> String {
+fn snapshot_of(p: &Guest<MemHost>) -> String {
     p.engine().expect("initialised").snapshot()
 }
 
@@ -171,8 +171,8 @@ fn member(name: &str, group: &str) -> Value {
 }
 
 /// Three members in two stages (approval gate before the second), a run `r1` started.
-fn started_plugin() -> Plugin<MemHost> {
-    let mut p = Plugin::new(MemHost::at(START));
+fn started_plugin() -> Guest<MemHost> {
+    let mut p = Guest::new(MemHost::at(START));
     ok_result(&p.init());
     let setup = [
         json!({"type": "setCatalog", "catalog": {
@@ -197,7 +197,7 @@ fn started_plugin() -> Plugin<MemHost> {
     p
 }
 
-fn succeed(p: &mut Plugin<MemHost>, op: &str) -> Value {
+fn succeed(p: &mut Guest<MemHost>, op: &str) -> Value {
     ok_result(&p.deliver(&deliver(
         json!({"type": "upgradeSucceeded", "operationId": op}),
     )))
@@ -216,12 +216,12 @@ fn kinds(events: &Value) -> Vec<String> {
 
 #[test]
 fn abi_version_is_1() {
-    assert_eq!(Plugin::new(MemHost::default()).abi_version(), 1);
+    assert_eq!(Guest::new(MemHost::default()).abi_version(), 1);
 }
 
 #[test]
 fn envelope_errors() {
-    let mut p = Plugin::new(MemHost::at(START));
+    let mut p = Guest::new(MemHost::at(START));
     // Before init: ping works, everything else is NotInitialized.
     assert_eq!(
         ok_result(&p.request(&request(json!({"type": "ping"})))),
@@ -338,7 +338,7 @@ fn requests() {
 #[test]
 fn simulate_request_is_pure_and_matches_the_native_report() {
     // Answered before `waverun_init`, byte for byte the native report, nothing journaled.
-    let mut p = Plugin::new(MemHost::at(START));
+    let mut p = Guest::new(MemHost::at(START));
     for path in scenario_files() {
         let s = load_scenario(&path).expect("scenario");
         let native = serde_json::to_string(&simulate(&s).unwrap()).unwrap();
@@ -359,7 +359,7 @@ fn simulate_request_is_pure_and_matches_the_native_report() {
 
 #[test]
 fn simulate_request_names_the_field_it_refuses() {
-    let mut p = Plugin::new(MemHost::at(START));
+    let mut p = Guest::new(MemHost::at(START));
     let path = scenario_files().pop().expect("the example");
     let mut s = serde_json::to_value(load_scenario(&path).unwrap()).unwrap();
     s["strategy"]["stages"][0]["maxConcurrency"] = json!("120%");
@@ -388,8 +388,8 @@ fn parse_any(s: &str) -> Value {
 }
 
 /// One member behind a scheduled-start gate opening at 09:00 the same day; run `r1` started.
-fn scheduled_plugin() -> Plugin<MemHost> {
-    let mut p = Plugin::new(MemHost::at(START));
+fn scheduled_plugin() -> Guest<MemHost> {
+    let mut p = Guest::new(MemHost::at(START));
     ok_result(&p.init());
     for c in [
         json!({"type": "setCatalog", "catalog": {
@@ -541,7 +541,7 @@ fn restart_resubmits_operations_the_host_forgot() {
     host.forget = true;
     host.known.clear();
     host.submitted.clear();
-    let mut q = Plugin::new(host);
+    let mut q = Guest::new(host);
     let init = ok_result(&q.init());
     assert_eq!(init["replayed"], 0);
     assert_eq!(init["inFlight"], 2);
@@ -561,7 +561,7 @@ fn restart_resubmits_operations_the_host_forgot() {
 
 #[test]
 fn refused_submission_fails_the_member_with_cluster_submit_failed() {
-    let mut p = Plugin::new(MemHost::at(START));
+    let mut p = Guest::new(MemHost::at(START));
     ok_result(&p.init());
     p.host_mut().submit_fails = 3;
     for c in [
@@ -633,7 +633,7 @@ fn snapshot_every_1000_records_and_restore_from_it() {
 fn invalid_storage_is_refused() {
     let mut host = MemHost::at(START);
     host.snapshot = Some("{\"v\":1".to_string());
-    let mut p = Plugin::new(host);
+    let mut p = Guest::new(host);
     assert_eq!(err_code(&p.init()), "InvalidSnapshot");
     assert_eq!(err_code(&p.wake()), "NotInitialized");
 
@@ -642,7 +642,7 @@ fn invalid_storage_is_refused() {
         json!({"seq": 1, "now": START, "input": "timeout"}).to_string(),
         json!({"seq": 3, "now": START, "input": "timeout"}).to_string(),
     ];
-    let e = parse(&Plugin::new(host).init());
+    let e = parse(&Guest::new(host).init());
     assert_eq!(e["error"]["code"], "InvalidSnapshot");
     assert!(
         e["error"]["message"]
@@ -654,7 +654,7 @@ fn invalid_storage_is_refused() {
 
     let mut host = MemHost::at(START);
     host.journal = vec!["{\"seq\":1,\"now\":\"yesterday\"}".to_string()];
-    assert_eq!(err_code(&Plugin::new(host).init()), "InvalidSnapshot");
+    assert_eq!(err_code(&Guest::new(host).init()), "InvalidSnapshot");
 }
 
 #[test]
@@ -694,7 +694,7 @@ fn a_refused_command_returns_the_events_of_timers_that_fired_first() {
 /// The plugin as an [`EngineDriver`], so the native simulator drives it through envelopes:
 /// the same loop, a different engine boundary. Optionally "crashes" every `crash_every` inputs.
 struct PluginDriver {
-    plugin: Option<Plugin<MemHost>>,
+    plugin: Option<Guest<MemHost>>,
     pending: VecDeque<Output>,
     crash_every: Option<usize>,
     inputs: usize,
@@ -703,7 +703,7 @@ struct PluginDriver {
 
 impl PluginDriver {
     fn new(start: Timestamp, crash_every: Option<usize>) -> PluginDriver {
-        let mut plugin = Plugin::new(MemHost {
+        let mut plugin = Guest::new(MemHost {
             now_ms: start.timestamp_millis(),
             ..MemHost::default()
         });
@@ -717,7 +717,7 @@ impl PluginDriver {
         }
     }
 
-    fn p(&mut self) -> &mut Plugin<MemHost> {
+    fn p(&mut self) -> &mut Guest<MemHost> {
         self.plugin.as_mut().expect("plugin")
     }
 

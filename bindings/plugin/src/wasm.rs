@@ -1,8 +1,8 @@
 //! The `extern "C"` layer (ABI sections 2-4): imports from `waverun_host_v1`, exports, buffers.
-//! Everything else is [`Plugin`]; this file only moves bytes.
+//! Everything else is [`Guest`]; this file only moves bytes.
 #![allow(unsafe_code)]
 
-use crate::{Host, LogLevel, Plugin, StorageKind, ABI_VERSION};
+use crate::{Guest, GuestLogLevel, HostImports, StorageKind, ABI_VERSION};
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::RefCell;
 
@@ -24,10 +24,10 @@ extern "C" {
     fn host_log(level: i32, ptr: *const u8, len: usize);
 }
 
-/// The imports as a [`Host`].
-struct WasmHost;
+/// The imports as a [`HostImports`].
+struct WasmImports;
 
-impl Host for WasmHost {
+impl HostImports for WasmImports {
     fn clock_now_ms(&mut self) -> i64 {
         unsafe { host_clock_now_ms() }
     }
@@ -58,16 +58,16 @@ impl Host for WasmHost {
             }
         }
     }
-    fn log(&mut self, level: LogLevel, message: &str) {
+    fn log(&mut self, level: GuestLogLevel, message: &str) {
         unsafe { host_log(level as i32, message.as_ptr(), message.len()) }
     }
 }
 
 thread_local! {
-    static PLUGIN: RefCell<Plugin<WasmHost>> = RefCell::new(Plugin::new(WasmHost));
+    static PLUGIN: RefCell<Guest<WasmImports>> = RefCell::new(Guest::new(WasmImports));
 }
 
-fn with_plugin<T>(f: impl FnOnce(&mut Plugin<WasmHost>) -> T) -> T {
+fn with_plugin<T>(f: impl FnOnce(&mut Guest<WasmImports>) -> T) -> T {
     // Calls are not reentrant (ABI section 8): a nested call would panic here, i.e. trap.
     PLUGIN.with(|p| f(&mut p.borrow_mut()))
 }

@@ -39,12 +39,13 @@ export function loadScenario(file) {
   return YAML.parse(readFileSync(file, "utf8"));
 }
 
-/** The native CLI (`cargo build -p waverun`), honouring CARGO_TARGET_DIR. */
+/** The native CLI (from `cargo test --workspace --no-run`, as tests/run.sh builds it, or
+ * `cargo build -p waverun`), honouring CARGO_TARGET_DIR. */
 export function nativeCli() {
   const bin = process.env.WAVERUN_BIN ??
     join(process.env.CARGO_TARGET_DIR ? resolve(root, process.env.CARGO_TARGET_DIR) : join(root, "target"), "debug/waverun");
   if (!existsSync(bin)) {
-    throw new Error(`the native CLI ${bin} is missing: run \`cargo build -p waverun\` (or set WAVERUN_BIN)`);
+    throw new Error(`the native CLI ${bin} is missing: run \`cargo test --workspace --no-run\` (or set WAVERUN_BIN)`);
   }
   return bin;
 }

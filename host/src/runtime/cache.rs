@@ -13,7 +13,7 @@
 //!
 //! ## Why `Module::deserialize_open_file` is sound here
 //! Deserializing runs native code from the file without validating it, so the file must be the
-//! unmodified output of `Engine::precompile_module` of *this* engine configuration:
+//! unmodified output of `wasmtime::Engine::precompile_module` of *this* engine configuration:
 //! - only this module writes into the cache directory (created `0700` on Unix), always through a
 //!   temporary file renamed into place, so a reader never sees a half-written artifact and a
 //!   replaced entry is a new inode (wasmtime maps the file; an old mapping keeps the old bytes);
@@ -39,7 +39,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use wasmtime::{Engine, Module};
+use wasmtime::{Engine as WasmEngine, Module};
 
 /// How a module was obtained.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,8 +89,8 @@ impl Hasher for ShaHasher {
     }
 }
 
-/// A short hex digest of `Engine::precompile_compatibility_hash`.
-pub fn engine_compat_hash(engine: &Engine) -> String {
+/// A short hex digest of `wasmtime::Engine::precompile_compatibility_hash`.
+pub fn engine_compat_hash(engine: &WasmEngine) -> String {
     let mut h = ShaHasher(Sha256::new());
     engine.precompile_compatibility_hash().hash(&mut h);
     hex(&h.0.finalize()[..8])
@@ -104,7 +104,7 @@ pub(crate) struct ModuleCache {
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ModuleCache {
-    pub(crate) fn new(dir: &Path, engine: &Engine) -> Result<ModuleCache, PluginError> {
+    pub(crate) fn new(dir: &Path, engine: &WasmEngine) -> Result<ModuleCache, PluginError> {
         if !dir.exists() {
             let mut b = fs::DirBuilder::new();
             b.recursive(true);
@@ -130,7 +130,7 @@ impl ModuleCache {
 
     pub(crate) fn load(
         &self,
-        engine: &Engine,
+        engine: &WasmEngine,
         wasm: &[u8],
         wasm_sha: &str,
     ) -> Result<(Module, CacheStatus), PluginError> {

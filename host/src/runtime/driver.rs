@@ -2,9 +2,9 @@
 //! as it drives the native one, so the two can be compared byte for byte.
 
 use super::error::PluginError;
-use super::host::{Host, ManualClock, MemoryPersistence, QueueProvider};
+use super::host::{ManualClock, MemoryPersistence, PluginHost, QueueProvider};
 use super::instance::{InitReport, InstanceConfig, PluginInstance};
-use super::Plugin;
+use super::PluginModule;
 use std::collections::VecDeque;
 use waverun_core::error::{Error, ErrorCode, FieldError};
 use waverun_core::sim::{EngineDriver, Scenario, Simulation, SimulationReport};
@@ -33,19 +33,19 @@ pub struct PluginDriver {
 
 impl PluginDriver {
     /// A fresh instance of `plugin` with default limits, initialised (empty storage).
-    pub fn new(plugin: &Plugin) -> Result<PluginDriver, PluginError> {
+    pub fn new(plugin: &PluginModule) -> Result<PluginDriver, PluginError> {
         PluginDriver::with_config(plugin, InstanceConfig::default())
     }
 
     /// A fresh instance of `plugin` with these limits, initialised (empty storage).
     pub fn with_config(
-        plugin: &Plugin,
+        plugin: &PluginModule,
         config: InstanceConfig,
     ) -> Result<PluginDriver, PluginError> {
         let clock = ManualClock::new(0);
         let cluster = QueueProvider::new();
         let persistence = MemoryPersistence::new();
-        let host = Host::new(clock.clone(), cluster.clone(), persistence.clone());
+        let host = PluginHost::new(clock.clone(), cluster.clone(), persistence.clone());
         let mut instance = plugin.instantiate(host, config)?;
         instance.init()?;
         Ok(PluginDriver {
@@ -259,7 +259,7 @@ impl std::error::Error for SimulateError {}
 
 /// [`waverun_core::sim::simulate`] with the engine running as `plugin` in wasmtime.
 pub fn simulate_plugin(
-    plugin: &Plugin,
+    plugin: &PluginModule,
     scenario: &Scenario,
 ) -> Result<SimulationReport, SimulateError> {
     let driver = PluginDriver::new(plugin).map_err(SimulateError::Plugin)?;

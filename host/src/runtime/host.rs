@@ -58,7 +58,7 @@ pub trait Persistence: Send {
 
 /// Guest log levels (the `log` import).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
+pub enum PluginLogLevel {
     /// 0
     Trace,
     /// 1
@@ -71,15 +71,15 @@ pub enum LogLevel {
     Error,
 }
 
-impl LogLevel {
+impl PluginLogLevel {
     /// The level of an ABI level number.
-    pub fn from_abi(level: i32) -> LogLevel {
+    pub fn from_abi(level: i32) -> PluginLogLevel {
         match level {
-            i32::MIN..=0 => LogLevel::Trace,
-            1 => LogLevel::Debug,
-            2 => LogLevel::Info,
-            3 => LogLevel::Warn,
-            _ => LogLevel::Error,
+            i32::MIN..=0 => PluginLogLevel::Trace,
+            1 => PluginLogLevel::Debug,
+            2 => PluginLogLevel::Info,
+            3 => PluginLogLevel::Warn,
+            _ => PluginLogLevel::Error,
         }
     }
 }
@@ -87,21 +87,21 @@ impl LogLevel {
 /// Where the guest's log lines go (the `log` import). Never control flow.
 pub trait LogSink: Send {
     /// One line.
-    fn log(&mut self, level: LogLevel, message: &str);
+    fn log(&mut self, level: PluginLogLevel, message: &str);
 }
 
 /// Writes guest log lines at or above a level to standard error.
 #[derive(Clone, Copy, Debug)]
-pub struct StderrLog(pub LogLevel);
+pub struct StderrLog(pub PluginLogLevel);
 
 impl Default for StderrLog {
     fn default() -> Self {
-        StderrLog(LogLevel::Warn)
+        StderrLog(PluginLogLevel::Warn)
     }
 }
 
 impl LogSink for StderrLog {
-    fn log(&mut self, level: LogLevel, message: &str) {
+    fn log(&mut self, level: PluginLogLevel, message: &str) {
         if level >= self.0 {
             eprintln!("plugin {level:?}: {message}");
         }
@@ -110,24 +110,24 @@ impl LogSink for StderrLog {
 
 /// Keeps guest log lines in memory (shared between clones).
 #[derive(Clone, Debug, Default)]
-pub struct MemoryLog(Arc<Mutex<Vec<(LogLevel, String)>>>);
+pub struct MemoryLog(Arc<Mutex<Vec<(PluginLogLevel, String)>>>);
 
 impl MemoryLog {
     /// The lines so far.
-    pub fn lines(&self) -> Vec<(LogLevel, String)> {
+    pub fn lines(&self) -> Vec<(PluginLogLevel, String)> {
         lock(&self.0).clone()
     }
 }
 
 impl LogSink for MemoryLog {
-    fn log(&mut self, level: LogLevel, message: &str) {
+    fn log(&mut self, level: PluginLogLevel, message: &str) {
         lock(&self.0).push((level, message.to_string()));
     }
 }
 
 /// Everything the host side of one plugin instance owns. It survives a trapped instance:
 /// [`super::PluginInstance::recover`] moves it into the fresh one.
-pub struct Host {
+pub struct PluginHost {
     /// `clock_now_ms`.
     pub clock: Box<dyn Clock>,
     /// `cluster_submit`, `cluster_query`.
@@ -138,14 +138,14 @@ pub struct Host {
     pub log: Box<dyn LogSink>,
 }
 
-impl Host {
+impl PluginHost {
     /// A host over these implementations; guest warnings and errors go to standard error.
     pub fn new(
         clock: impl Clock + 'static,
         cluster: impl ClusterProvider + 'static,
         persistence: impl Persistence + 'static,
-    ) -> Host {
-        Host {
+    ) -> PluginHost {
+        PluginHost {
             clock: Box::new(clock),
             cluster: Box::new(cluster),
             persistence: Box::new(persistence),
@@ -154,17 +154,17 @@ impl Host {
     }
 
     /// Replaces the log sink.
-    pub fn with_log(mut self, log: impl LogSink + 'static) -> Host {
+    pub fn with_log(mut self, log: impl LogSink + 'static) -> PluginHost {
         self.log = Box::new(log);
         self
     }
 
     /// Takes the implementations out, leaving inert ones (a clock at 0, a provider that
     /// refuses, storage that fails).
-    pub(crate) fn take(&mut self) -> Host {
+    pub(crate) fn take(&mut self) -> PluginHost {
         std::mem::replace(
             self,
-            Host {
+            PluginHost {
                 clock: Box::new(ManualClock::new(0)),
                 cluster: Box::new(Inert),
                 persistence: Box::new(Inert),
@@ -201,7 +201,7 @@ impl Persistence for Inert {
 }
 
 impl LogSink for Inert {
-    fn log(&mut self, _: LogLevel, _: &str) {}
+    fn log(&mut self, _: PluginLogLevel, _: &str) {}
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -2,8 +2,8 @@
 //! exports with an epoch deadline set before every call.
 
 use super::error::{CallKind, GuestError, HostTrap, PluginError, Trap, TrapKind};
-use super::host::{Host, LogLevel, QueryOutcome, SubmitOutcome};
-use super::Plugin;
+use super::host::{PluginHost, PluginLogLevel, QueryOutcome, SubmitOutcome};
+use super::PluginModule;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -191,7 +191,7 @@ impl ResourceLimiter for GuestLimiter {
 
 /// The data of a plugin's store.
 pub struct HostState {
-    host: Host,
+    host: PluginHost,
     limiter: GuestLimiter,
     memory: Option<Memory>,
     /// `storage_read` results being copied out (snapshot, journal), kept until the guest has
@@ -274,7 +274,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                         SubmitOutcome::Accepted => 0,
                         SubmitOutcome::Refused(m) => {
                             s.host.log.log(
-                                LogLevel::Warn,
+                                PluginLogLevel::Warn,
                                 &format!("cluster refused {}: {m}", op.operation_id),
                             );
                             1
@@ -282,7 +282,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                     },
                     Err(e) => {
                         s.host.log.log(
-                            LogLevel::Error,
+                            PluginLogLevel::Error,
                             &format!("cluster_submit: not an UpgradeOperation: {e}"),
                         );
                         2
@@ -304,7 +304,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                     Err(e) => {
                         s.host
                             .log
-                            .log(LogLevel::Error, &format!("cluster_query: {e}"));
+                            .log(PluginLogLevel::Error, &format!("cluster_query: {e}"));
                         2
                     }
                 }
@@ -320,7 +320,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                     Ok(r) => r.seq,
                     Err(e) => {
                         s.host.log.log(
-                            LogLevel::Error,
+                            PluginLogLevel::Error,
                             &format!("journal_append: not a journal record: {e}"),
                         );
                         return 2;
@@ -333,7 +333,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                     }
                     Err(e) => {
                         s.host.log.log(
-                            LogLevel::Error,
+                            PluginLogLevel::Error,
                             &format!("journal_append {seq} not durable: {e}"),
                         );
                         1
@@ -359,7 +359,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                     Ok(h) => h.journal_seq,
                     Err(e) => {
                         s.host.log.log(
-                            LogLevel::Error,
+                            PluginLogLevel::Error,
                             &format!("snapshot_write: not a snapshot: {e}"),
                         );
                         return 2;
@@ -370,7 +370,7 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                     Err(e) => {
                         s.host
                             .log
-                            .log(LogLevel::Warn, &format!("snapshot_write failed: {e}"));
+                            .log(PluginLogLevel::Warn, &format!("snapshot_write failed: {e}"));
                         1
                     }
                 }
@@ -421,9 +421,10 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
         |mut c: Caller<'_, HostState>, level: i32, ptr: i32, len: i32| {
             with_bytes(&mut c, ptr, len, |bytes, s| {
                 let bytes = &bytes[..bytes.len().min(MAX_LOG_LINE)];
-                s.host
-                    .log
-                    .log(LogLevel::from_abi(level), &String::from_utf8_lossy(bytes));
+                s.host.log.log(
+                    PluginLogLevel::from_abi(level),
+                    &String::from_utf8_lossy(bytes),
+                );
             })
         },
     )?;
@@ -485,7 +486,7 @@ impl From<wasmtime::Error> for Failure {
 /// [`PluginInstance::recover`] has built a fresh store and instance around the same host
 /// implementations and replayed the journal.
 pub struct PluginInstance {
-    plugin: Plugin,
+    plugin: PluginModule,
     store: Store<HostState>,
     exports: Option<Exports>,
     config: InstanceConfig,
@@ -494,8 +495,8 @@ pub struct PluginInstance {
 
 impl PluginInstance {
     pub(crate) fn new(
-        plugin: &Plugin,
-        host: Host,
+        plugin: &PluginModule,
+        host: PluginHost,
         config: InstanceConfig,
     ) -> Result<PluginInstance, PluginError> {
         let store = new_store(plugin, host, &config);
@@ -891,7 +892,7 @@ impl PluginInstance {
     }
 
     /// Takes the host implementations back (e.g. to run them under a newer plugin).
-    pub fn into_host(self) -> Host {
+    pub fn into_host(self) -> PluginHost {
         self.store.into_data().host
     }
 
@@ -918,19 +919,19 @@ impl PluginInstance {
     }
 
     /// The plugin this instance runs.
-    pub fn plugin(&self) -> &Plugin {
+    pub fn plugin(&self) -> &PluginModule {
         &self.plugin
     }
 }
 
-fn new_store(plugin: &Plugin, host: Host, config: &InstanceConfig) -> Store<HostState> {
+fn new_store(plugin: &PluginModule, host: PluginHost, config: &InstanceConfig) -> Store<HostState> {
     let limits = StoreLimitsBuilder::new()
         .memory_size(config.memory_limit)
         .instances(1)
         .trap_on_grow_failure(true)
         .build();
     let mut store = Store::new(
-        plugin.engine(),
+        plugin.wasm_engine(),
         HostState {
             host,
             limiter: GuestLimiter {

@@ -1,16 +1,22 @@
 //! The plugin runtime: `waverun-core` compiled to a WebAssembly core module (the plugin,
 //! `bindings/plugin`, contract in `bindings/ABI.md`), run in wasmtime.
 //!
-//! - [`PluginRuntime`]: one wasmtime [`Engine`] with epoch interruption (a background thread
+//! Names say which side of the boundary they are on: this side (the runtime, running the plugin)
+//! says `Plugin…` — [`PluginRuntime`], [`PluginModule`], [`PluginInstance`], [`PluginHost`] (what
+//! implements the imports), [`PluginLogLevel`] — and writes wasmtime's engine `WasmEngine`
+//! (`wasmtime::Engine`; `Engine` alone is the core's); the guest side (`waverun_plugin`) calls
+//! its driver `Guest`, the imports it calls `HostImports` and its log levels `GuestLogLevel`.
+//!
+//! - [`PluginRuntime`]: one [`wasmtime::Engine`] with epoch interruption (a background thread
 //!   advances the epoch every [`RuntimeConfig::tick`] until the last user is dropped), the ABI v1
 //!   imports in one [`Linker`], and an on-disk cache of precompiled modules keyed by content
 //!   hash ([`cache`]).
-//! - [`Plugin`]: a loaded module with its `InstancePre` (imports resolved once, reused for every
+//! - [`PluginModule`]: a loaded module with its `InstancePre` (imports resolved once, reused for every
 //!   instantiation).
 //! - [`PluginInstance`]: one store with a memory limit; every call gets an epoch deadline for its
 //!   kind; typed errors tell guest refusals ([`PluginError::Guest`]) from traps
 //!   ([`PluginError::Trap`]); after a trap, [`PluginInstance::recover`] rebuilds the instance
-//!   around the same [`Host`] and replays the journal.
+//!   around the same [`PluginHost`] and replays the journal.
 //! - [`host`]: the traits the daemon implements ([`Clock`], [`ClusterProvider`],
 //!   [`Persistence`]) and in-memory implementations.
 //! - [`PluginDriver`]: the plugin as a [`waverun_core::sim::EngineDriver`], so the simulator can
@@ -26,8 +32,8 @@ pub use cache::CacheStatus;
 pub use driver::{core_error, simulate_plugin, PluginDriver, SimulateError};
 pub use error::{CallKind, GuestError, PluginError, Trap, TrapKind};
 pub use host::{
-    timestamp_ms, Clock, ClusterProvider, Host, LogLevel, LogSink, ManualClock, MemoryLog,
-    MemoryPersistence, Persistence, QueryOutcome, QueueProvider, StderrLog, SubmitOutcome,
+    timestamp_ms, Clock, ClusterProvider, LogSink, ManualClock, MemoryLog, MemoryPersistence,
+    Persistence, PluginHost, PluginLogLevel, QueryOutcome, QueueProvider, StderrLog, SubmitOutcome,
     SystemClock,
 };
 pub use instance::{
@@ -42,7 +48,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use wasmtime::{Engine, InstancePre, Linker};
+use wasmtime::{Engine as WasmEngine, InstancePre, Linker};
 
 /// Where the release build of the plugin lands, relative to the workspace root.
 pub const DEFAULT_PLUGIN_PATH: &str = "target/wasm32-unknown-unknown/release/waverun_plugin.wasm";
@@ -117,13 +123,13 @@ struct Ticker {
 }
 
 impl Ticker {
-    fn start(engine: Engine, tick: Duration) -> Result<Ticker, PluginError> {
+    fn start(wasm_engine: WasmEngine, tick: Duration) -> Result<Ticker, PluginError> {
         let (tx, rx) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("waverun-epoch".into())
             .spawn(move || {
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(tick) {
-                    engine.increment_epoch();
+                    wasm_engine.increment_epoch();
                 }
             })?;
         Ok(Ticker {
@@ -147,7 +153,7 @@ impl Drop for Ticker {
 
 /// One wasmtime engine for every plugin of the process.
 pub struct PluginRuntime {
-    engine: Engine,
+    wasm_engine: WasmEngine,
     linker: Arc<Linker<HostState>>,
     ticker: Arc<Ticker>,
     cache: Option<ModuleCache>,
@@ -158,16 +164,16 @@ impl PluginRuntime {
     pub fn new(config: RuntimeConfig) -> Result<PluginRuntime, PluginError> {
         let mut c = wasmtime::Config::new();
         c.epoch_interruption(true);
-        let engine = Engine::new(&c).map_err(|e| PluginError::Load(describe(&e)))?;
-        let mut linker = Linker::new(&engine);
+        let wasm_engine = WasmEngine::new(&c).map_err(|e| PluginError::Load(describe(&e)))?;
+        let mut linker = Linker::new(&wasm_engine);
         instance::add_imports(&mut linker).map_err(|e| PluginError::Load(describe(&e)))?;
         let cache = match &config.cache_dir {
-            Some(dir) => Some(ModuleCache::new(dir, &engine)?),
+            Some(dir) => Some(ModuleCache::new(dir, &wasm_engine)?),
             None => None,
         };
-        let ticker = Arc::new(Ticker::start(engine.clone(), config.tick)?);
+        let ticker = Arc::new(Ticker::start(wasm_engine.clone(), config.tick)?);
         Ok(PluginRuntime {
-            engine,
+            wasm_engine,
             linker: Arc::new(linker),
             ticker,
             cache,
@@ -175,8 +181,8 @@ impl PluginRuntime {
     }
 
     /// The wasmtime engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    pub fn wasm_engine(&self) -> &WasmEngine {
+        &self.wasm_engine
     }
 
     /// The cache file a module with these bytes would use, when caching is on.
@@ -188,12 +194,12 @@ impl PluginRuntime {
 
     /// Compiles (or loads from the cache) a module, checks that it imports nothing outside
     /// ABI v1, and resolves its imports once.
-    pub fn load(&self, wasm: &[u8]) -> Result<Plugin, PluginError> {
+    pub fn load(&self, wasm: &[u8]) -> Result<PluginModule, PluginError> {
         let sha = cache::sha256_hex(wasm);
         let (module, status) = match &self.cache {
-            Some(c) => c.load(&self.engine, wasm, &sha)?,
+            Some(c) => c.load(&self.wasm_engine, wasm, &sha)?,
             None => (
-                wasmtime::Module::from_binary(&self.engine, wasm)
+                wasmtime::Module::from_binary(&self.wasm_engine, wasm)
                     .map_err(|e| PluginError::Load(describe(&e)))?,
                 CacheStatus::Disabled,
             ),
@@ -215,9 +221,9 @@ impl PluginRuntime {
             .linker
             .instantiate_pre(&module)
             .map_err(|e| PluginError::Incompatible(describe(&e)))?;
-        Ok(Plugin {
+        Ok(PluginModule {
             inner: Arc::new(PluginInner {
-                engine: self.engine.clone(),
+                wasm_engine: self.wasm_engine.clone(),
                 pre,
                 sha256: sha,
                 cache_status: status,
@@ -227,7 +233,7 @@ impl PluginRuntime {
     }
 
     /// [`PluginRuntime::load`] of a file.
-    pub fn load_file(&self, path: &Path) -> Result<Plugin, PluginError> {
+    pub fn load_file(&self, path: &Path) -> Result<PluginModule, PluginError> {
         let wasm = std::fs::read(path).map_err(|e| {
             PluginError::Io(std::io::Error::new(
                 e.kind(),
@@ -239,7 +245,7 @@ impl PluginRuntime {
 }
 
 struct PluginInner {
-    engine: Engine,
+    wasm_engine: WasmEngine,
     pre: InstancePre<HostState>,
     sha256: String,
     cache_status: CacheStatus,
@@ -248,16 +254,16 @@ struct PluginInner {
 
 /// A loaded plugin module (cheap to clone).
 #[derive(Clone)]
-pub struct Plugin {
+pub struct PluginModule {
     inner: Arc<PluginInner>,
 }
 
-impl Plugin {
+impl PluginModule {
     /// Instantiates the module around `host` and checks `waverun_abi_version() == 1`. Call
     /// [`PluginInstance::init`] next.
     pub fn instantiate(
         &self,
-        host: Host,
+        host: PluginHost,
         config: InstanceConfig,
     ) -> Result<PluginInstance, PluginError> {
         PluginInstance::new(self, host, config)
@@ -273,8 +279,8 @@ impl Plugin {
         &self.inner.cache_status
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.inner.engine
+    pub(crate) fn wasm_engine(&self) -> &WasmEngine {
+        &self.inner.wasm_engine
     }
 
     pub(crate) fn pre(&self) -> &InstancePre<HostState> {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::SystemTime;
-use waverun_host::runtime::{Plugin, PluginRuntime, RuntimeConfig};
+use waverun_host::runtime::{PluginModule, PluginRuntime, RuntimeConfig};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -97,7 +97,7 @@ pub fn shared_cache() -> PathBuf {
 }
 
 /// The real plugin, loaded into a runtime over the shared cache.
-pub fn plugin() -> (PluginRuntime, Plugin) {
+pub fn plugin() -> (PluginRuntime, PluginModule) {
     let rt = PluginRuntime::new(RuntimeConfig::with_cache(shared_cache())).expect("runtime");
     let plugin = rt.load_file(&plugin_wasm()).expect("load the plugin");
     (rt, plugin)

@@ -1,4 +1,4 @@
-//! `abi`: the plugin (`waverun_plugin::Plugin`, built natively) against an in-memory host,
+//! `abi`: the plugin (`waverun_plugin::Guest`, built natively) against an in-memory host,
 //! driven by a session of lines `VERB payload`:
 //!
 //! | verb | what |
@@ -28,7 +28,7 @@ use serde_json::Value;
 use std::collections::{BTreeSet, VecDeque};
 use waverun_core::sim::Scenario;
 use waverun_core::HostCommand;
-use waverun_plugin::{Host, LogLevel, Plugin, Record, StorageKind};
+use waverun_plugin::{Guest, GuestLogLevel, HostImports, Record, StorageKind};
 
 use crate::runner::feature;
 
@@ -118,7 +118,7 @@ struct FuzzHost {
     tampered: bool,
 }
 
-impl Host for FuzzHost {
+impl HostImports for FuzzHost {
     fn clock_now_ms(&mut self) -> i64 {
         self.now_ms
     }
@@ -192,7 +192,7 @@ impl Host for FuzzHost {
             StorageKind::Journal => Some(self.journal.join("\n").into_bytes()),
         })
     }
-    fn log(&mut self, _level: LogLevel, _message: &str) {}
+    fn log(&mut self, _level: GuestLogLevel, _message: &str) {}
 }
 
 /// Checks one reply; returns it parsed.
@@ -248,17 +248,17 @@ fn heavy_simulate(payload: &[u8]) -> bool {
 }
 
 struct Session {
-    plugin: Option<Plugin<FuzzHost>>,
+    plugin: Option<Guest<FuzzHost>>,
     host: Option<FuzzHost>,
     /// Whether the replay check applies (storage untouched, no import made to fail).
     pristine: bool,
 }
 
 impl Session {
-    fn plugin(&mut self, auto_init: bool) -> &mut Plugin<FuzzHost> {
+    fn plugin(&mut self, auto_init: bool) -> &mut Guest<FuzzHost> {
         if self.plugin.is_none() {
             let host = self.host.take().expect("a host");
-            self.plugin = Some(Plugin::new(host));
+            self.plugin = Some(Guest::new(host));
             if auto_init {
                 let reply = self.plugin.as_mut().expect("plugin").init();
                 check_envelope("init", &reply);
@@ -282,7 +282,7 @@ impl Session {
         };
         let before = p.engine().map(|e| e.snapshot());
         let replayable = self.pristine && p.journal_seq().is_some_and(|s| s > 0);
-        let mut fresh = Plugin::new(p.into_host());
+        let mut fresh = Guest::new(p.into_host());
         let reply = fresh.init();
         let v = check_envelope("init after crash", &reply);
         if replayable {
