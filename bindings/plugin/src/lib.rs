@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use waverun_core::drive::{self, Surroundings};
 use waverun_core::sim::{simulate, Scenario};
 use waverun_core::{
     Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input, Observation,
@@ -240,6 +241,109 @@ struct Active {
     snapshot_bytes: u64,
     /// Payloads of the operations in flight, by id.
     operations: BTreeMap<String, UpgradeOperation>,
+}
+
+impl Active {
+    /// The engine and its surroundings inside the plugin, for [`drive`]: `live` submits what
+    /// the engine starts (a replay does not).
+    fn surroundings<'a, H: HostImports>(
+        &'a mut self,
+        host: &'a mut H,
+        live: bool,
+    ) -> (&'a mut Engine, GuestSurroundings<'a, H>) {
+        let around = GuestSurroundings {
+            host,
+            seq: &mut self.seq,
+            journal_bytes: &mut self.journal_bytes,
+            operations: &mut self.operations,
+            events: Vec::new(),
+            live,
+        };
+        (&mut self.engine, around)
+    }
+}
+
+/// The engine's surroundings inside the plugin: events are kept for the call's answer,
+/// operations remembered and (when live) submitted through `cluster_submit`; a submission the
+/// host refuses is answered at once with the upgrade's failure, journaled like any input. If
+/// the journal refuses that, the operation stays in flight: after a restart it is queried and
+/// submitted again.
+struct GuestSurroundings<'a, H: HostImports> {
+    host: &'a mut H,
+    seq: &'a mut u64,
+    journal_bytes: &'a mut u64,
+    operations: &'a mut BTreeMap<String, UpgradeOperation>,
+    events: Vec<Event>,
+    live: bool,
+}
+
+impl<H: HostImports> Surroundings for GuestSurroundings<'_, H> {
+    fn output(&mut self, _now: Timestamp, output: Output, answers: &mut Vec<Input>) {
+        match output {
+            Output::Event(ev) => self.events.push(ev),
+            Output::Command(HostCommand::StartUpgrade(op)) => {
+                let json = self.live.then(|| submit_json(&op));
+                let id = op.operation_id.clone();
+                self.operations.insert(id.clone(), op);
+                if let Some(json) = json {
+                    let rc = self.host.cluster_submit(&json);
+                    if rc != 0 {
+                        answers.push(refusal(&id, rc));
+                    }
+                }
+            }
+        }
+    }
+
+    fn admit(&mut self, now: Timestamp, answer: &Input) -> bool {
+        let Err(e) = journal(self.host, self.seq, self.journal_bytes, now, answer) else {
+            return true;
+        };
+        let id = match answer {
+            Input::Observation(Observation::UpgradeFailed { operation_id, .. }) => operation_id,
+            _ => "?",
+        };
+        self.host.log(
+            GuestLogLevel::Error,
+            &format!("operation {id} was refused by the host and its failure could not be journaled ({}); it stays in flight until a restart", e.message),
+        );
+        false
+    }
+}
+
+/// The failure of an upgrade whose submission the host refused with `rc`.
+fn refusal(operation_id: &str, rc: i32) -> Input {
+    Input::Observation(Observation::UpgradeFailed {
+        operation_id: operation_id.to_string(),
+        message: format!("{SUBMIT_REFUSED} (the host answered {rc})"),
+    })
+}
+
+/// Appends `input` (at `now`) to the host's journal as record `seq + 1`; only then may it be
+/// applied.
+fn journal<H: HostImports>(
+    host: &mut H,
+    seq: &mut u64,
+    journal_bytes: &mut u64,
+    now: Timestamp,
+    input: &Input,
+) -> Result<(), AbiError> {
+    let record = RecordRef {
+        seq: *seq + 1,
+        now,
+        input,
+    };
+    let json = serde_json::to_string(&record).expect("record serialises");
+    let rc = host.journal_append(&json);
+    if rc != 0 {
+        return Err(AbiError::new(
+            Code::PersistenceFailed,
+            format!("journal_append returned {rc}: the input was not applied"),
+        ));
+    }
+    *seq += 1;
+    *journal_bytes += json.len() as u64;
+    Ok(())
 }
 
 /// The plugin's guest side: the engine, its journal position and the host's imports. (The
@@ -535,9 +639,11 @@ impl<H: HostImports> Guest<H> {
         for r in records {
             let a = self.active.as_mut().expect("initialised");
             a.seq = r.seq;
-            let _ = a.engine.handle_input(r.now, r.input);
-            self.drain(false);
+            // Replayed, not live: what it starts was submitted when it was first applied.
+            let (engine, mut around) = a.surroundings(&mut self.host, false);
+            let _ = drive::deliver(engine, &mut around, r.now, r.input);
         }
+        self.forget_finished_operations();
 
         // Every operation in flight: does the host know it?
         let in_flight: Vec<String> = self
@@ -545,7 +651,6 @@ impl<H: HostImports> Guest<H> {
             .operations_in_flight()
             .map(|(op, _, _)| op.to_string())
             .collect();
-        let mut events = Vec::new();
         let mut refused = Vec::new();
         for id in &in_flight {
             let query = serde_json::json!({ "operationId": id }).to_string();
@@ -568,11 +673,15 @@ impl<H: HostImports> Guest<H> {
             );
             let rc = self.host.cluster_submit(&json);
             if rc != 0 {
-                refused.push((id.clone(), rc));
+                refused.push(refusal(id, rc));
             }
         }
         let now = clock.max(self.engine_ref().now());
-        self.record_refusals(now, refused, &mut events);
+        let a = self.active.as_mut().expect("initialised");
+        let (engine, mut around) = a.surroundings(&mut self.host, true);
+        drive::answer(engine, &mut around, now, refused);
+        let mut events = around.events;
+        self.forget_finished_operations();
         mark_events(&mut events);
 
         let a = self.active.as_ref().expect("initialised");
@@ -732,9 +841,10 @@ impl<H: HostImports> Guest<H> {
     fn apply_at(&mut self, now: Timestamp, input: Input) -> Result<Vec<Event>, AbiError> {
         self.journal(now, &input)?;
         let a = self.active.as_mut().expect("initialised");
-        let result = a.engine.handle_input(now, input);
-        let (mut events, refused) = self.drain(true);
-        self.record_refusals(now, refused, &mut events);
+        let (engine, mut around) = a.surroundings(&mut self.host, true);
+        let result = drive::deliver(engine, &mut around, now, input);
+        let mut events = around.events;
+        self.forget_finished_operations();
         self.maybe_snapshot();
         mark_events(&mut events);
         match result {
@@ -749,90 +859,16 @@ impl<H: HostImports> Guest<H> {
 
     fn journal(&mut self, now: Timestamp, input: &Input) -> Result<(), AbiError> {
         let a = self.active.as_mut().expect("initialised");
-        let record = RecordRef {
-            seq: a.seq + 1,
-            now,
-            input,
-        };
-        let json = serde_json::to_string(&record).expect("record serialises");
-        let rc = self.host.journal_append(&json);
-        if rc != 0 {
-            return Err(AbiError::new(
-                Code::PersistenceFailed,
-                format!("journal_append returned {rc}: the input was not applied"),
-            ));
-        }
-        let a = self.active.as_mut().expect("initialised");
-        a.seq += 1;
-        a.journal_bytes += json.len() as u64;
-        Ok(())
+        journal(&mut self.host, &mut a.seq, &mut a.journal_bytes, now, input)
     }
 
-    /// Drains the engine's outputs: events are returned, operations are remembered and (when
-    /// `live`) submitted; returns the operations the host refused with its answer.
-    fn drain(&mut self, live: bool) -> (Vec<Event>, Vec<(String, i32)>) {
-        let mut events = Vec::new();
-        let mut refused = Vec::new();
-        loop {
-            let a = self.active.as_mut().expect("initialised");
-            let Some(out) = a.engine.poll_output() else {
-                break;
-            };
-            match out {
-                Output::Event(ev) => events.push(ev),
-                Output::Command(HostCommand::StartUpgrade(op)) => {
-                    let json = live.then(|| submit_json(&op));
-                    let id = op.operation_id.clone();
-                    a.operations.insert(id.clone(), op);
-                    if let Some(json) = json {
-                        let rc = self.host.cluster_submit(&json);
-                        if rc != 0 {
-                            refused.push((id, rc));
-                        }
-                    }
-                }
-            }
-        }
-        // Forget the payloads of operations no longer in flight.
+    /// Forgets the payloads of operations no longer in flight.
+    fn forget_finished_operations(&mut self) {
         let a = self.active.as_mut().expect("initialised");
         if a.operations.len() != a.engine.operations_in_flight_count() {
             let engine = &a.engine;
             a.operations
                 .retain(|id, _| engine.is_operation_in_flight(id));
-        }
-        (events, refused)
-    }
-
-    /// Records each refused submission as a failed upgrade (journaled like any input). If the
-    /// journal refuses, the operation stays in flight: after a restart it is queried and
-    /// submitted again.
-    fn record_refusals(
-        &mut self,
-        now: Timestamp,
-        mut refused: Vec<(String, i32)>,
-        events: &mut Vec<Event>,
-    ) {
-        while !refused.is_empty() {
-            let mut next = Vec::new();
-            for (id, rc) in refused {
-                let input = Input::Observation(Observation::UpgradeFailed {
-                    operation_id: id.clone(),
-                    message: format!("{SUBMIT_REFUSED} (the host answered {rc})"),
-                });
-                if let Err(e) = self.journal(now, &input) {
-                    self.host.log(
-                        GuestLogLevel::Error,
-                        &format!("operation {id} was refused by the host and its failure could not be journaled ({}); it stays in flight until a restart", e.message),
-                    );
-                    continue;
-                }
-                let a = self.active.as_mut().expect("initialised");
-                let _ = a.engine.handle_input(now, input);
-                let (evs, more) = self.drain(true);
-                events.extend(evs);
-                next.extend(more);
-            }
-            refused = next;
         }
     }
 
