@@ -153,6 +153,27 @@ pub(super) fn describe_gate(run: &Run, loc: &GateLoc) -> String {
 }
 
 impl Engine {
+    /// Creates the first `count` gates of a stage (`group: None`) or of one of its groups, of
+    /// one timing, in order.
+    pub(super) fn create_gates(
+        &mut self,
+        name: &str,
+        stage: usize,
+        group: Option<usize>,
+        timing: GateTiming,
+        count: usize,
+    ) {
+        for i in 0..count {
+            let loc = GateLoc {
+                stage: stage as u32,
+                group: group.map(|g| g as u32),
+                timing,
+                index: i as u32,
+            };
+            self.create_gate(name, loc);
+        }
+    }
+
     /// A scheduled gate's time has come: it opens, if it is still Pending.
     pub(super) fn open_scheduled_gate(&mut self, name: &str, loc: &GateLoc) {
         let pending = self

@@ -13,7 +13,7 @@
 
 use super::skips::{settle_skip, skip_reason};
 use super::timers::Timer;
-use super::tree::{GateLoc, GateRt, GroupRt, MemberLoc, Phase, StageRt};
+use super::tree::{GateRt, GroupRt, MemberLoc, Phase, StageRt};
 use super::Engine;
 use super::{add_seconds, member_failed, member_skipped};
 use crate::event::{Event, Fact, Output, Reason};
@@ -98,17 +98,7 @@ impl Engine {
                     let stage = stage.name.clone();
                     self.emit(Event::new(now, name, Fact::StageStarted { stage }));
                     let n = self.runs[name].stages[cur].before_gates.len();
-                    for i in 0..n {
-                        self.create_gate(
-                            name,
-                            GateLoc {
-                                stage: cur as u32,
-                                group: None,
-                                timing: GateTiming::Before,
-                                index: i as u32,
-                            },
-                        );
-                    }
+                    self.create_gates(name, cur, None, GateTiming::Before, n);
                 }
                 Phase::Before => {
                     if !stage.before_gates.iter().all(GateRt::done) {
@@ -171,17 +161,7 @@ impl Engine {
                         stage.wait.start = Some(now);
                         stage.wait.completed = Some(now);
                     }
-                    for i in 0..n {
-                        self.create_gate(
-                            name,
-                            GateLoc {
-                                stage: cur as u32,
-                                group: None,
-                                timing: GateTiming::After,
-                                index: i as u32,
-                            },
-                        );
-                    }
+                    self.create_gates(name, cur, None, GateTiming::After, n);
                 }
                 Phase::After => {
                     let wait_done = matches!(stage.wait.state, State::Completed | State::Skipped);
@@ -266,17 +246,7 @@ impl Engine {
                     }
                     g.phase = Phase::After;
                     let n = g.after_gates.len();
-                    for i in 0..n {
-                        self.create_gate(
-                            name,
-                            GateLoc {
-                                stage: si as u32,
-                                group: Some(gi as u32),
-                                timing: GateTiming::After,
-                                index: i as u32,
-                            },
-                        );
-                    }
+                    self.create_gates(name, si, Some(gi), GateTiming::After, n);
                 }
                 Phase::After => {
                     if !g.after_gates.iter().all(GateRt::done) {
@@ -316,17 +286,7 @@ impl Engine {
         let ev = Event::new(now, name, Fact::GroupStarted { stage, group });
         let n = g.before_gates.len();
         self.emit(ev);
-        for i in 0..n {
-            self.create_gate(
-                name,
-                GateLoc {
-                    stage: si as u32,
-                    group: Some(gi as u32),
-                    timing: GateTiming::Before,
-                    index: i as u32,
-                },
-            );
-        }
+        self.create_gates(name, si, Some(gi), GateTiming::Before, n);
     }
 
     /// When a group's members begin: settle the members that need no slot (nothing to do,
