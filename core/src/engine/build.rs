@@ -1,7 +1,7 @@
 //! Building a run's tree when it starts (or for a preview): the members it takes, resolved
 //! against the strategy, ordered by maintenance priority, with their limits and gates.
 
-use super::tree::{GateRt, GroupRt, MemberRt, Node, Phase, Run, RunIndex, StageRt};
+use super::tree::{GroupRt, MemberRt, Node, Run, RunIndex, StageRt, Tier};
 use super::Engine;
 use crate::error::Error;
 use crate::model::{Member, NodeImageSelectionType, Timestamp};
@@ -72,42 +72,27 @@ impl Engine {
                     index.insert(m.name.clone(), (si as u32, gi as u32, mi as u32));
                 }
                 let g = stage.groups.get(gi);
+                let no_gates = Vec::new();
                 groups.push(GroupRt {
-                    name: group_name(&run.strategy, si, gi).to_string(),
-                    node: Node::default(),
-                    phase: Phase::NotReached,
-                    failure_count: 0,
-                    accepted_failures: 0,
-                    failed: false,
-                    user_skipped: false,
-                    max_concurrency: gmc,
-                    max_allowed_failures: gmaf,
-                    in_flight: 0,
+                    tier: Tier::new(
+                        group_name(&run.strategy, si, gi).to_string(),
+                        (gmc, gmaf),
+                        g.map_or(&no_gates, |g| &g.before_gates),
+                        g.map_or(&no_gates, |g| &g.after_gates),
+                    ),
                     unfinished: rts.len() as u32,
-                    before_gates: g
-                        .map(|g| g.before_gates.iter().map(GateRt::new).collect())
-                        .unwrap_or_default(),
-                    after_gates: g
-                        .map(|g| g.after_gates.iter().map(GateRt::new).collect())
-                        .unwrap_or_default(),
                     members: rts,
                     ready_open: BTreeSet::new(),
                     ready_free: BTreeSet::new(),
                 });
             }
             stages.push(StageRt {
-                name: stage.name.clone(),
-                node: Node::default(),
-                phase: Phase::NotReached,
-                failure_count: 0,
-                accepted_failures: 0,
-                failed: false,
-                user_skipped: false,
-                max_concurrency: mc,
-                max_allowed_failures: maf,
-                in_flight: 0,
-                before_gates: stage.before_gates.iter().map(GateRt::new).collect(),
-                after_gates: stage.after_gates.iter().map(GateRt::new).collect(),
+                tier: Tier::new(
+                    stage.name.clone(),
+                    (mc, maf),
+                    &stage.before_gates,
+                    &stage.after_gates,
+                ),
                 wait: Node::default(),
                 wait_seconds: stage.after_stage_wait_in_seconds.unwrap_or(0),
                 wait_until: None,

@@ -325,25 +325,9 @@ impl Engine {
             run.accepted_failures = run.failure_count;
         }
         if let Some(stage) = run.stages.get_mut(run.current) {
-            if was_failed {
-                stage.accepted_failures = stage.failure_count;
-                stage.failed = false;
-            }
-            if matches!(stage.node.state, State::Stopped | State::Failed) {
-                stage.node.state = State::Running;
-                stage.node.error = None;
-                stage.node.completed = None;
-            }
+            stage.tier.resume(was_failed);
             for g in &mut stage.groups {
-                if was_failed {
-                    g.accepted_failures = g.failure_count;
-                    g.failed = false;
-                }
-                if matches!(g.node.state, State::Stopped | State::Failed) {
-                    g.node.state = State::Running;
-                    g.node.error = None;
-                    g.node.completed = None;
-                }
+                g.tier.resume(was_failed);
             }
         }
         self.emit(Event::new(now, name, Fact::RunResumed));

@@ -14,50 +14,26 @@ impl Engine {
         let run = self.runs.get_mut(name).expect("run");
         run.failure_count += 1;
         let stage = &mut run.stages[si];
-        stage.failure_count += 1;
-        let stage_name = stage.name.clone();
+        stage.tier.failure_count += 1;
+        let stage_name = stage.tier.name.clone();
         let g = &mut stage.groups[gi];
-        g.failure_count += 1;
+        g.tier.failure_count += 1;
         let mut group_failed = None;
-        if !g.failed
-            && !g.user_skipped
-            && g.failure_count.saturating_sub(g.accepted_failures) > g.max_allowed_failures
-        {
-            g.failed = true;
-            g.node.state = State::Failed;
-            g.node.completed = Some(now);
-            let msg = format!(
-                "{} failures exceed maxAllowedFailures {}",
-                g.failure_count.saturating_sub(g.accepted_failures),
-                g.max_allowed_failures
-            );
-            g.node.error = Some(StatusError {
-                code: ErrorCode::FailureThresholdExceeded.to_string(),
-                message: msg.clone(),
-            });
+        if let Some(msg) = g.tier.budget_exceeded() {
+            g.tier.fail(now, &msg);
             group_failed = Some(format!(
                 "group \"{}\" of stage \"{stage_name}\" failed: {msg}",
-                g.name
+                g.tier.name
             ));
             let fact = Fact::GroupFailed {
                 stage: stage_name,
-                group: g.name.clone(),
+                group: g.tier.name.clone(),
                 reason: Reason::FailureThresholdExceeded,
                 message: msg,
             };
             self.emit(Event::new(now, name, fact));
         }
-        let stage = &self.runs[name].stages[si];
-        if !stage.failed
-            && !stage.user_skipped
-            && stage.failure_count.saturating_sub(stage.accepted_failures)
-                > stage.max_allowed_failures
-        {
-            let msg = format!(
-                "{} failures exceed maxAllowedFailures {}",
-                stage.failure_count.saturating_sub(stage.accepted_failures),
-                stage.max_allowed_failures
-            );
+        if let Some(msg) = self.runs[name].stages[si].tier.budget_exceeded() {
             self.fail_stage(name, si, &msg);
         } else if let Some(why) = group_failed {
             // A group's threshold stops the whole run at once, like the stage's: nothing new
@@ -77,11 +53,12 @@ impl Engine {
     /// failed group of the stage (strategy order) and its error.
     pub(super) fn fail_stage_for_group(&mut self, name: &str, si: usize) {
         let stage = &self.runs[name].stages[si];
-        let why = match stage.groups.iter().find(|g| g.failed) {
+        let why = match stage.groups.iter().find(|g| g.tier.failed) {
             Some(g) => format!(
                 "group \"{}\" failed: {}",
-                g.name,
-                g.node
+                g.tier.name,
+                g.tier
+                    .node
                     .error
                     .as_ref()
                     .map(|e| e.message.as_str())
@@ -103,20 +80,14 @@ impl Engine {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         let stage = &mut run.stages[si];
-        stage.failed = true;
-        stage.node.state = State::Failed;
-        stage.node.completed = Some(now);
-        stage.node.error = Some(StatusError {
-            code: ErrorCode::FailureThresholdExceeded.to_string(),
-            message: why.to_string(),
-        });
+        stage.tier.fail(now, why);
         let fact = Fact::StageFailed {
-            stage: stage.name.clone(),
+            stage: stage.tier.name.clone(),
             reason: Reason::FailureThresholdExceeded,
             message: why.to_string(),
         };
         let ev = Event::new(now, name, fact);
-        let msg = format!("stage \"{}\" failed: {why}", stage.name);
+        let msg = format!("stage \"{}\" failed: {why}", stage.tier.name);
         run.node.error = Some(StatusError {
             code: ErrorCode::FailureThresholdExceeded.to_string(),
             message: msg,
@@ -160,18 +131,18 @@ impl Engine {
         let mut fail_for_group = false;
         if let Some(stage) = run.stages.get_mut(cur) {
             for g in &mut stage.groups {
-                if matches!(g.node.state, State::Running | State::Pending) {
-                    g.node.state = State::Stopped;
-                    let (stage, group) = (stage.name.clone(), g.name.clone());
+                if matches!(g.tier.node.state, State::Running | State::Pending) {
+                    g.tier.node.state = State::Stopped;
+                    let (stage, group) = (stage.tier.name.clone(), g.tier.name.clone());
                     events.push(Event::new(now, name, Fact::GroupStopped { stage, group }));
                 }
             }
-            if matches!(stage.node.state, State::Running | State::Pending) {
-                if cause == StopCause::Failure && stage.groups.iter().any(|g| g.failed) {
+            if matches!(stage.tier.node.state, State::Running | State::Pending) {
+                if cause == StopCause::Failure && stage.groups.iter().any(|g| g.tier.failed) {
                     fail_for_group = true;
                 } else {
-                    stage.node.state = State::Stopped;
-                    let stage = stage.name.clone();
+                    stage.tier.node.state = State::Stopped;
+                    let stage = stage.tier.name.clone();
                     events.push(Event::new(now, name, Fact::StageStopped { stage }));
                 }
             }

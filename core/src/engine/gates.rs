@@ -13,25 +13,13 @@ use crate::state::State;
 use crate::window::{next_weekly_occurrence, parse_hh_mm, parse_utc_offset};
 
 pub(super) fn gate_mut<'a>(stages: &'a mut [StageRt], loc: &GateLoc) -> &'a mut GateRt {
-    let stage = &mut stages[loc.stage as usize];
-    let list = match (loc.group, loc.timing) {
-        (None, GateTiming::Before) => &mut stage.before_gates,
-        (None, GateTiming::After) => &mut stage.after_gates,
-        (Some(g), GateTiming::Before) => &mut stage.groups[g as usize].before_gates,
-        (Some(g), GateTiming::After) => &mut stage.groups[g as usize].after_gates,
-    };
-    &mut list[loc.index as usize]
+    let tier = stages[loc.stage as usize].tier_mut(loc.group);
+    &mut tier.gates_mut(loc.timing)[loc.index as usize]
 }
 
 pub(super) fn gate_ref<'a>(run: &'a Run, loc: &GateLoc) -> Option<&'a GateRt> {
-    let stage = run.stages.get(loc.stage as usize)?;
-    let list = match (loc.group, loc.timing) {
-        (None, GateTiming::Before) => &stage.before_gates,
-        (None, GateTiming::After) => &stage.after_gates,
-        (Some(g), GateTiming::Before) => &stage.groups.get(g as usize)?.before_gates,
-        (Some(g), GateTiming::After) => &stage.groups.get(g as usize)?.after_gates,
-    };
-    list.get(loc.index as usize)
+    let tier = run.stages.get(loc.stage as usize)?.tier(loc.group)?;
+    tier.gates(loc.timing).get(loc.index as usize)
 }
 
 pub(super) fn find_group(run: &Run, name: &str) -> Option<(usize, usize)> {
@@ -42,9 +30,9 @@ pub(super) fn find_group(run: &Run, name: &str) -> Option<(usize, usize)> {
 /// left out, except that no group means a stage's own gate).
 fn at_position(run: &Run, loc: &GateLoc, sel: &GateSelector) -> bool {
     let s = &run.stages[loc.stage as usize];
-    sel.stage.as_ref().is_none_or(|n| &s.name == n)
+    sel.stage.as_ref().is_none_or(|n| &s.tier.name == n)
         && match (&sel.group, loc.group) {
-            (Some(n), Some(g)) => &s.groups[g as usize].name == n,
+            (Some(n), Some(g)) => &s.groups[g as usize].tier.name == n,
             (None, None) => true,
             _ => false,
         }
@@ -59,15 +47,11 @@ fn first_gate_in(
     group: Option<usize>,
     timing: Option<GateTiming>,
 ) -> Option<GateLoc> {
-    let s = &run.stages[si];
-    let (before, after) = match group {
-        None => (&s.before_gates, &s.after_gates),
-        Some(gi) => (&s.groups[gi].before_gates, &s.groups[gi].after_gates),
-    };
-    [(GateTiming::Before, before), (GateTiming::After, after)]
+    let tier = run.stages[si].tier(group.map(|g| g as u32))?;
+    [GateTiming::Before, GateTiming::After]
         .into_iter()
-        .find(|(t, gates)| timing.is_none_or(|x| x == *t) && !gates.is_empty())
-        .map(|(t, _)| GateLoc {
+        .find(|t| timing.is_none_or(|x| x == *t) && !tier.gates(*t).is_empty())
+        .map(|t| GateLoc {
             stage: si as u32,
             group: group.map(|g| g as u32),
             timing: t,
@@ -94,7 +78,7 @@ pub(super) fn find_gate(run: &Run, sel: &GateSelector) -> Result<GateLoc, Error>
                         .filter(|(si, _)| {
                             stage
                                 .as_ref()
-                                .is_none_or(|n| &run.stages[*si as usize].name == n)
+                                .is_none_or(|n| &run.stages[*si as usize].tier.name == n)
                         })
                         .find_map(|(si, gi)| {
                             first_gate_in(run, *si as usize, Some(*gi as usize), sel.timing)
@@ -146,9 +130,9 @@ pub(super) fn describe_gate(run: &Run, loc: &GateLoc) -> String {
     match loc.group {
         Some(g) => format!(
             "{:?} group \"{}\" (stage \"{}\")",
-            loc.timing, s.groups[g as usize].name, s.name
+            loc.timing, s.groups[g as usize].tier.name, s.tier.name
         ),
-        None => format!("{:?} stage \"{}\"", loc.timing, s.name),
+        None => format!("{:?} stage \"{}\"", loc.timing, s.tier.name),
     }
 }
 
@@ -189,9 +173,10 @@ impl Engine {
     pub(super) fn create_gate(&mut self, name: &str, loc: GateLoc) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
-        let stage_name = run.stages[loc.stage as usize].name.clone();
+        let stage_name = run.stages[loc.stage as usize].tier.name.clone();
         let group_name = loc.group.map(|g| {
             run.stages[loc.stage as usize].groups[g as usize]
+                .tier
                 .name
                 .clone()
         });
@@ -264,9 +249,10 @@ impl Engine {
     pub(super) fn complete_gate(&mut self, name: &str, loc: &GateLoc, by: String) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
-        let stage_name = run.stages[loc.stage as usize].name.clone();
+        let stage_name = run.stages[loc.stage as usize].tier.name.clone();
         let group_name = loc.group.map(|g| {
             run.stages[loc.stage as usize].groups[g as usize]
+                .tier
                 .name
                 .clone()
         });
@@ -301,7 +287,7 @@ impl Engine {
         }
         stage.wait.state = State::Completed;
         stage.wait.completed = Some(now);
-        let stage = stage.name.clone();
+        let stage = stage.tier.name.clone();
         self.emit(Event::new(
             now,
             name,

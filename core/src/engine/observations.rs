@@ -84,10 +84,10 @@ impl Engine {
         let run = runs.get_mut(&run_name).expect("run of operation");
         run.in_flight -= 1;
         let stage = &mut run.stages[si];
-        stage.in_flight -= 1;
-        let stage_name = &stage.name;
+        stage.tier.in_flight -= 1;
+        let stage_name = &stage.tier.name;
         let g = &mut stage.groups[gi];
-        g.in_flight -= 1;
+        g.tier.in_flight -= 1;
         g.unfinished -= 1;
         let m = &mut g.members[mi];
         m.node.completed = Some(now);
@@ -112,7 +112,7 @@ impl Engine {
                 }
                 let fact = Fact::MemberCompleted {
                     stage: stage_name.clone(),
-                    group: g.name.clone(),
+                    group: g.tier.name.clone(),
                     member: m.name.clone(),
                     operation_id: op.to_string(),
                 };
@@ -128,7 +128,7 @@ impl Engine {
                     now,
                     &run_name,
                     stage_name,
-                    &g.name,
+                    &g.tier.name,
                     m,
                     Some(op.to_string()),
                 )));

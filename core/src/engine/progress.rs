@@ -11,15 +11,15 @@
 //!    and after gates; then completed (or skipped, or failed) — and on to the next stage;
 //! 3. after the last stage the run is Completed (or Skipped).
 
-use super::skips::{settle_skip, skip_reason};
+use super::add_seconds;
+use super::schedule::{fail_member, skip_member};
 use super::timers::Timer;
 use super::tree::{GateRt, GroupRt, MemberLoc, Phase, StageRt};
 use super::Engine;
-use super::{add_seconds, member_failed, member_skipped};
-use crate::event::{Event, Fact, Output, Reason};
+use crate::event::{Event, Fact, Reason};
 use crate::model::GateTiming;
 use crate::plan::{decide, Decision};
-use crate::state::{State, StatusError};
+use crate::state::State;
 
 impl Engine {
     /// Marks a run as touched by an input: [`Engine::settle`] drives it next.
@@ -67,7 +67,10 @@ impl Engine {
             }
             let cur = run.current;
             if cur >= run.stages.len() {
-                let all_skipped = run.stages.iter().all(|s| s.node.state == State::Skipped);
+                let all_skipped = run
+                    .stages
+                    .iter()
+                    .all(|s| s.tier.node.state == State::Skipped);
                 run.node.state = if all_skipped {
                     State::Skipped
                 } else {
@@ -83,28 +86,28 @@ impl Engine {
                 return;
             }
             let stage = &mut run.stages[cur];
-            if stage.user_skipped {
-                if stage.in_flight > 0 {
+            if stage.tier.user_skipped {
+                if stage.tier.in_flight > 0 {
                     return;
                 }
                 run.current += 1;
                 continue;
             }
-            match stage.phase {
+            match stage.tier.phase {
                 Phase::NotReached => {
-                    stage.phase = Phase::Before;
-                    stage.node.state = State::Running;
-                    stage.node.start = Some(now);
-                    let stage = stage.name.clone();
+                    stage.tier.phase = Phase::Before;
+                    stage.tier.node.state = State::Running;
+                    stage.tier.node.start = Some(now);
+                    let stage = stage.tier.name.clone();
                     self.emit(Event::new(now, name, Fact::StageStarted { stage }));
-                    let n = self.runs[name].stages[cur].before_gates.len();
+                    let n = self.runs[name].stages[cur].tier.before_gates.len();
                     self.create_gates(name, cur, None, GateTiming::Before, n);
                 }
                 Phase::Before => {
-                    if !stage.before_gates.iter().all(GateRt::done) {
+                    if !stage.tier.before_gates.iter().all(GateRt::done) {
                         return;
                     }
-                    stage.phase = Phase::Body;
+                    stage.tier.phase = Phase::Body;
                 }
                 Phase::Body => {
                     for gi in movable_groups(Some(stage), false) {
@@ -116,36 +119,40 @@ impl Engine {
                         continue;
                     }
                     let stage = &mut run.stages[cur];
-                    if stage.in_flight > 0 || !stage.groups.iter().all(GroupRt::done) {
+                    if stage.tier.in_flight > 0 || !stage.groups.iter().all(GroupRt::done) {
                         return;
                     }
-                    if stage.groups.iter().any(|g| g.failed) && !stage.failed {
+                    if stage.groups.iter().any(|g| g.tier.failed) && !stage.tier.failed {
                         // Not reached: a group's failure stops the run at once (count_failure)
                         // and the drain fails the stage. Kept as a safety net.
                         self.fail_stage_for_group(name, cur);
                         self.halt_for_failure(name);
                         continue;
                     }
-                    if stage.failed {
+                    if stage.tier.failed {
                         return;
                     }
-                    if stage.groups.iter().all(|g| g.node.state == State::Skipped) {
+                    if stage
+                        .groups
+                        .iter()
+                        .all(|g| g.tier.node.state == State::Skipped)
+                    {
                         let by_user = stage
                             .groups
                             .iter()
-                            .any(|g| g.user_skipped || g.skipped_by_user());
+                            .any(|g| g.tier.user_skipped || g.skipped_by_user());
                         self.skip_stage_rest(name, cur, by_user);
                         continue;
                     }
-                    stage.phase = Phase::After;
-                    let n = stage.after_gates.len();
+                    stage.tier.phase = Phase::After;
+                    let n = stage.tier.after_gates.len();
                     let secs = stage.wait_seconds;
                     if secs > 0 && stage.wait.state == State::NotStarted {
                         let until = add_seconds(now, secs);
                         stage.wait.state = State::Running;
                         stage.wait.start = Some(now);
                         stage.wait_until = Some(until);
-                        let stage = stage.name.clone();
+                        let stage = stage.tier.name.clone();
                         let ev =
                             Event::new(now, name, Fact::AfterStageWaitStarted { stage, until });
                         self.timers.insert((
@@ -165,13 +172,13 @@ impl Engine {
                 }
                 Phase::After => {
                     let wait_done = matches!(stage.wait.state, State::Completed | State::Skipped);
-                    if !wait_done || !stage.after_gates.iter().all(GateRt::done) {
+                    if !wait_done || !stage.tier.after_gates.iter().all(GateRt::done) {
                         return;
                     }
-                    stage.phase = Phase::Done;
-                    stage.node.state = State::Completed;
-                    stage.node.completed = Some(now);
-                    let stage = stage.name.clone();
+                    stage.tier.phase = Phase::Done;
+                    stage.tier.node.state = State::Completed;
+                    stage.tier.node.completed = Some(now);
+                    let stage = stage.tier.name.clone();
                     let ev = Event::new(now, name, Fact::StageCompleted { stage });
                     run.current += 1;
                     self.emit(ev);
@@ -197,9 +204,9 @@ impl Engine {
             // members are all done and that needs no new gate still completes.
             let draining = run.stopping.is_some();
             let stage = &mut run.stages[si];
-            let stage_name = &stage.name;
+            let stage_name = &stage.tier.name;
             let g = &mut stage.groups[gi];
-            match g.phase {
+            match g.tier.phase {
                 Phase::Done => return,
                 Phase::NotReached => {
                     if draining {
@@ -207,34 +214,34 @@ impl Engine {
                     }
                     self.enter_group(name, si, gi);
                     let g = &self.runs[name].stages[si].groups[gi];
-                    if g.phase == Phase::Done {
+                    if g.tier.phase == Phase::Done {
                         return;
                     }
                 }
                 Phase::Before => {
-                    if draining || !g.before_gates.iter().all(GateRt::done) {
+                    if draining || !g.tier.before_gates.iter().all(GateRt::done) {
                         return;
                     }
-                    g.phase = Phase::Body;
+                    g.tier.phase = Phase::Body;
                     self.evaluate_members(name, si, gi);
                 }
                 Phase::Body => {
-                    if g.failed || g.in_flight > 0 || g.unfinished > 0 {
+                    if g.tier.failed || g.tier.in_flight > 0 || g.unfinished > 0 {
                         return;
                     }
-                    if draining && !g.after_gates.is_empty() {
+                    if draining && !g.tier.after_gates.is_empty() {
                         return;
                     }
                     if g.members.iter().all(|m| m.node.state == State::Skipped) {
-                        g.phase = Phase::Done;
-                        g.node.state = State::Skipped;
-                        g.node.completed = Some(now);
-                        for gate in &mut g.after_gates {
+                        g.tier.phase = Phase::Done;
+                        g.tier.node.state = State::Skipped;
+                        g.tier.node.completed = Some(now);
+                        for gate in &mut g.tier.after_gates {
                             gate.state = State::Skipped;
                         }
                         let fact = Fact::GroupSkipped {
                             stage: stage_name.clone(),
-                            group: g.name.clone(),
+                            group: g.tier.name.clone(),
                             reason: if g.skipped_by_user() {
                                 Reason::SkippedByUser
                             } else {
@@ -244,18 +251,18 @@ impl Engine {
                         self.emit(Event::new(now, name, fact));
                         return;
                     }
-                    g.phase = Phase::After;
-                    let n = g.after_gates.len();
+                    g.tier.phase = Phase::After;
+                    let n = g.tier.after_gates.len();
                     self.create_gates(name, si, Some(gi), GateTiming::After, n);
                 }
                 Phase::After => {
-                    if !g.after_gates.iter().all(GateRt::done) {
+                    if !g.tier.after_gates.iter().all(GateRt::done) {
                         return;
                     }
-                    g.phase = Phase::Done;
-                    g.node.state = State::Completed;
-                    g.node.completed = Some(now);
-                    let (stage, group) = (stage_name.clone(), g.name.clone());
+                    g.tier.phase = Phase::Done;
+                    g.tier.node.state = State::Completed;
+                    g.tier.node.completed = Some(now);
+                    let (stage, group) = (stage_name.clone(), g.tier.name.clone());
                     self.emit(Event::new(now, name, Fact::GroupCompleted { stage, group }));
                     return;
                 }
@@ -270,21 +277,21 @@ impl Engine {
         if !run.active() || run.stopping.is_some() {
             return;
         }
-        let stage_name = run.stages[si].name.clone();
+        let stage_name = run.stages[si].tier.name.clone();
         let g = &mut run.stages[si].groups[gi];
-        if g.phase != Phase::NotReached {
+        if g.tier.phase != Phase::NotReached {
             return;
         }
-        if g.user_skipped {
-            g.phase = Phase::Done;
+        if g.tier.user_skipped {
+            g.tier.phase = Phase::Done;
             return;
         }
-        g.phase = Phase::Before;
-        g.node.state = State::Running;
-        g.node.start = Some(now);
-        let (stage, group) = (stage_name, g.name.clone());
+        g.tier.phase = Phase::Before;
+        g.tier.node.state = State::Running;
+        g.tier.node.start = Some(now);
+        let (stage, group) = (stage_name, g.tier.name.clone());
         let ev = Event::new(now, name, Fact::GroupStarted { stage, group });
-        let n = g.before_gates.len();
+        let n = g.tier.before_gates.len();
         self.emit(ev);
         self.create_gates(name, si, Some(gi), GateTiming::Before, n);
     }
@@ -302,7 +309,7 @@ impl Engine {
         } = self;
         let run = runs.get_mut(name).expect("run");
         let target = run.target.clone();
-        let stage_name = run.stages[si].name.clone();
+        let stage_name = run.stages[si].tier.name.clone();
         let mut failures = 0;
         let g = &mut run.stages[si].groups[gi];
         for mi in 0..g.members.len() {
@@ -322,36 +329,13 @@ impl Engine {
                     }
                 }
                 Decision::Skip { reason, message } => {
-                    settle_skip(m, now, reason, message);
-                    g.unfinished -= 1;
-                    outputs.push_back(Output::Event(member_skipped(
-                        now,
-                        name,
-                        &stage_name,
-                        &g.name,
-                        m,
-                        skip_reason(reason),
-                    )));
+                    let skipped = skip_member(g, mi, now, name, &stage_name, reason, message);
+                    outputs.push_back(skipped);
                 }
                 Decision::Fail { code, message } => {
-                    m.node.state = State::Failed;
-                    m.node.start = Some(now);
-                    m.node.completed = Some(now);
-                    m.node.error = Some(StatusError {
-                        code: code.to_string(),
-                        message: message.clone(),
-                    });
-                    m.message = Some(message);
-                    g.unfinished -= 1;
+                    let failed = fail_member(g, mi, now, name, &stage_name, code, message);
+                    outputs.push_back(failed);
                     failures += 1;
-                    outputs.push_back(Output::Event(member_failed(
-                        now,
-                        name,
-                        &stage_name,
-                        &g.name,
-                        m,
-                        None,
-                    )));
                 }
             }
         }
@@ -372,7 +356,7 @@ impl Engine {
         let Some(g) = stage.groups.get_mut(loc.group as usize) else {
             return;
         };
-        if g.phase != Phase::Body || g.failed || g.user_skipped {
+        if g.tier.phase != Phase::Body || g.tier.failed || g.tier.user_skipped {
             return;
         }
         let m = &mut g.members[loc.member as usize];
@@ -427,17 +411,17 @@ fn movable_groups(stage: Option<&StageRt>, draining: bool) -> Vec<usize> {
         .groups
         .iter()
         .enumerate()
-        .filter(|(_, g)| match g.phase {
+        .filter(|(_, g)| match g.tier.phase {
             Phase::Done => false,
             Phase::NotReached => !draining,
-            Phase::Before => !draining && g.before_gates.iter().all(GateRt::done),
+            Phase::Before => !draining && g.tier.before_gates.iter().all(GateRt::done),
             Phase::Body => {
-                !g.failed
-                    && g.in_flight == 0
+                !g.tier.failed
+                    && g.tier.in_flight == 0
                     && g.unfinished == 0
-                    && !(draining && !g.after_gates.is_empty())
+                    && !(draining && !g.tier.after_gates.is_empty())
             }
-            Phase::After => g.after_gates.iter().all(GateRt::done),
+            Phase::After => g.tier.after_gates.iter().all(GateRt::done),
         })
         .map(|(gi, _)| gi)
         .collect()

@@ -8,9 +8,10 @@ use super::tree::{GroupRt, MemberLoc, Phase, StageRt};
 use super::Engine;
 use super::{member_failed, member_skipped};
 use crate::decision::{freeze_hold, may_start, Hold, HoldEnds, Situation};
+use crate::error::ErrorCode;
 use crate::event::{Event, Fact, HostCommand, Output, Reason, UpgradeOperation};
-use crate::model::Freeze;
-use crate::plan::{decide, Decision};
+use crate::model::{Freeze, Timestamp};
+use crate::plan::{decide, Decision, SkipReason};
 use crate::state::{State, StatusError};
 
 impl Engine {
@@ -27,7 +28,7 @@ impl Engine {
             let Some(stage) = run.stages.get(si) else {
                 return;
             };
-            if stage.phase != Phase::Body || !stage_has_slot(stage) {
+            if stage.tier.phase != Phase::Body || !stage_has_slot(stage) {
                 return;
             }
         }
@@ -56,13 +57,13 @@ impl Engine {
                 let groups = &self.runs[name].stages[si].groups;
                 let Some(gi) = (from..groups.len()).find(|&gi| {
                     let g = &groups[gi];
-                    g.phase == Phase::Body
+                    g.tier.phase == Phase::Body
                         && has_slot(None, g)
-                        && bound.is_none_or(|inf| g.in_flight < inf)
+                        && bound.is_none_or(|inf| g.tier.in_flight < inf)
                 }) else {
                     break;
                 };
-                let inf = groups[gi].in_flight;
+                let inf = groups[gi].tier.in_flight;
                 from = gi + 1;
                 if let Some((mi, decided)) = self.next_candidate(name, si, gi) {
                     best = Some((inf, gi, mi, decided));
@@ -87,10 +88,10 @@ impl Engine {
         } = self;
         let run = runs.get_mut(name).expect("run");
         let target = &run.target;
-        let stage_name = run.stages[si].name.clone();
+        let stage_name = run.stages[si].tier.name.clone();
         let mut any = false;
         for g in &mut run.stages[si].groups {
-            if g.phase != Phase::Body || !has_slot(None, g) {
+            if g.tier.phase != Phase::Body || !has_slot(None, g) {
                 continue;
             }
             let head = g.ready_open.first().or(g.ready_free.first()).copied();
@@ -121,7 +122,7 @@ impl Engine {
                     m.message = Some(message);
                     let fact = Fact::MemberPending {
                         stage: stage_name.clone(),
-                        group: g.name.clone(),
+                        group: g.tier.name.clone(),
                         member: m.name.clone(),
                         reason: Reason::Freeze,
                         until: Some(f.end),
@@ -205,7 +206,7 @@ impl Engine {
         let run = runs.get_mut(name).expect("run");
         let target = &run.target;
         let stage = &mut run.stages[si];
-        let stage_name = &stage.name;
+        let stage_name = &stage.tier.name;
         let g = &mut stage.groups[gi];
         let m = &mut g.members[mi as usize];
         let Some(rec) = members.get(&m.name) else {
@@ -261,7 +262,7 @@ impl Engine {
             m.message = Some(message.clone());
             let fact = Fact::MemberPending {
                 stage: stage_name.clone(),
-                group: g.name.clone(),
+                group: g.tier.name.clone(),
                 member: m.name.clone(),
                 reason,
                 until,
@@ -295,7 +296,7 @@ impl Engine {
         let run = runs.get_mut(name).expect("run");
         let target = &run.target;
         let stage = &mut run.stages[si];
-        let stage_name = &stage.name;
+        let stage_name = &stage.tier.name;
         let g = &mut stage.groups[gi];
         g.ready_open.remove(&mi);
         g.ready_free.remove(&mi);
@@ -328,7 +329,7 @@ impl Engine {
                 );
                 let fact = Fact::MemberStarted {
                     stage: stage_name.clone(),
-                    group: g.name.clone(),
+                    group: g.tier.name.clone(),
                     member: m.name.clone(),
                     kubernetes_version: kubernetes_version.clone(),
                     node_images: node_images.clone(),
@@ -348,37 +349,20 @@ impl Engine {
                         node_images,
                     },
                 )));
-                g.in_flight += 1;
-                stage.in_flight += 1;
+                g.tier.in_flight += 1;
+                stage.tier.in_flight += 1;
                 run.in_flight += 1;
             }
             Decision::Skip { reason, message } => {
-                settle_skip(m, now, reason, message);
-                g.unfinished -= 1;
-                outputs.push_back(Output::Event(member_skipped(
-                    now,
-                    name,
-                    stage_name,
-                    &g.name,
-                    m,
-                    skip_reason(reason),
-                )));
+                let mi = mi as usize;
+                let skipped = skip_member(g, mi, now, name, stage_name, reason, message);
+                outputs.push_back(skipped);
                 // A member settled instead of started: its group may be done now.
                 self.settle_group(name, si, gi);
             }
             Decision::Fail { code, message } => {
-                m.node.state = State::Failed;
-                m.node.start = Some(now);
-                m.node.completed = Some(now);
-                m.node.error = Some(StatusError {
-                    code: code.to_string(),
-                    message: message.clone(),
-                });
-                m.message = Some(message);
-                g.unfinished -= 1;
-                outputs.push_back(Output::Event(member_failed(
-                    now, name, stage_name, &g.name, m, None,
-                )));
+                let mi = mi as usize;
+                outputs.push_back(fail_member(g, mi, now, name, stage_name, code, message));
                 self.count_failure(name, si, gi);
                 self.settle_group(name, si, gi);
             }
@@ -388,11 +372,54 @@ impl Engine {
 
 /// Whether a stage may start one more member: no failure threshold exceeded, a slot free.
 fn stage_has_slot(stage: &StageRt) -> bool {
-    !stage.failed && stage.in_flight < stage.max_concurrency
+    !stage.tier.failed && stage.tier.in_flight < stage.tier.max_concurrency
 }
 
 /// Whether a group (within its stage, when given) may start one more member: no failure
 /// threshold exceeded, a slot free.
 pub(super) fn has_slot(stage: Option<&StageRt>, g: &GroupRt) -> bool {
-    !g.failed && g.in_flight < g.max_concurrency && stage.is_none_or(stage_has_slot)
+    !g.tier.failed && g.tier.in_flight < g.tier.max_concurrency && stage.is_none_or(stage_has_slot)
+}
+
+/// Settles member `mi` of `g` as Skipped without an upgrade: the scheduling decision found
+/// nothing to do (already at target, no consistent image). Returns its event.
+pub(super) fn skip_member(
+    g: &mut GroupRt,
+    mi: usize,
+    now: Timestamp,
+    run: &str,
+    stage: &str,
+    reason: SkipReason,
+    message: String,
+) -> Output {
+    let m = &mut g.members[mi];
+    settle_skip(m, now, reason, message);
+    g.unfinished -= 1;
+    let event = member_skipped(now, run, stage, &g.tier.name, m, skip_reason(reason));
+    Output::Event(event)
+}
+
+/// Settles member `mi` of `g` as Failed without a cluster call: the scheduling decision
+/// refused the upgrade (for example, its version is not offered). Returns its event; the
+/// caller counts the failure against the thresholds.
+pub(super) fn fail_member(
+    g: &mut GroupRt,
+    mi: usize,
+    now: Timestamp,
+    run: &str,
+    stage: &str,
+    code: ErrorCode,
+    message: String,
+) -> Output {
+    let m = &mut g.members[mi];
+    m.node.state = State::Failed;
+    m.node.start = Some(now);
+    m.node.completed = Some(now);
+    m.node.error = Some(StatusError {
+        code: code.to_string(),
+        message: message.clone(),
+    });
+    m.message = Some(message);
+    g.unfinished -= 1;
+    Output::Event(member_failed(now, run, stage, &g.tier.name, m, None))
 }

@@ -2,7 +2,7 @@
 //! to members, groups, stages and after-stage waits.
 
 use super::gates::find_group;
-use super::tree::{GateLoc, GateRt, MemberRt, Phase, Run};
+use super::tree::{GateLoc, GateRt, MemberRt, Phase, Run, Tier};
 use super::Engine;
 use super::{invalid_state, member_skipped};
 use crate::error::{Error, ErrorCode};
@@ -39,7 +39,7 @@ pub(super) fn check_skip(run: &Run, t: &SkipTarget) -> Result<(), Error> {
                     format!("skip target {t}: group \"{n}\" is not in run \"{rn}\""),
                 ));
             };
-            let st = run.stages[si].groups[gi].node.state;
+            let st = run.stages[si].groups[gi].tier.node.state;
             if matches!(st, State::Completed | State::Skipped) {
                 return refuse(format!("skip target {t}: group \"{n}\" is already {st:?}"));
             }
@@ -52,10 +52,10 @@ pub(super) fn check_skip(run: &Run, t: &SkipTarget) -> Result<(), Error> {
                     format!("skip target {t}: stage \"{n}\" is not in run \"{rn}\""),
                 ));
             };
-            if matches!(s.node.state, State::Completed | State::Skipped) {
+            if matches!(s.tier.node.state, State::Completed | State::Skipped) {
                 return refuse(format!(
                     "skip target {t}: stage \"{n}\" is already {:?}",
-                    s.node.state
+                    s.tier.node.state
                 ));
             }
             Ok(())
@@ -191,7 +191,7 @@ impl Engine {
                 let Some(&(si, gi, mi)) = run.member_index.get(n) else {
                     return;
                 };
-                let stage_name = run.stages[si as usize].name.clone();
+                let stage_name = run.stages[si as usize].tier.name.clone();
                 let g = &mut run.stages[si as usize].groups[gi as usize];
                 let m = &mut g.members[mi as usize];
                 if m.node.state.is_terminal() || m.node.state == State::Running {
@@ -210,7 +210,7 @@ impl Engine {
                     now,
                     name,
                     &stage_name,
-                    &g.name.clone(),
+                    &g.tier.name.clone(),
                     &g.members[mi as usize],
                     Reason::SkippedByUser,
                 );
@@ -241,7 +241,7 @@ impl Engine {
                 stage.wait.state = State::Skipped;
                 stage.wait.completed = Some(now);
                 let fact = Fact::AfterStageWaitSkipped {
-                    stage: stage.name.clone(),
+                    stage: stage.tier.name.clone(),
                     reason: Reason::SkippedByUser,
                 };
                 self.emit(Event::new(now, name, fact));
@@ -255,15 +255,15 @@ impl Engine {
         let run = runs.get_mut(name).expect("run");
         let Run { stages, index, .. } = run;
         let pending = &mut index.pending;
-        let stage_name = stages[si].name.clone();
+        let stage_name = stages[si].tier.name.clone();
         let g = &mut stages[si].groups[gi];
-        if matches!(g.node.state, State::Completed | State::Skipped) || g.user_skipped {
+        if matches!(g.tier.node.state, State::Completed | State::Skipped) || g.tier.user_skipped {
             return;
         }
         // Skipping a failed group (of a Failed or Stopped run) lets a resume move past it.
-        g.user_skipped = true;
-        g.failed = false;
-        g.node.error = None;
+        g.tier.user_skipped = true;
+        g.tier.failed = false;
+        g.tier.node.error = None;
         g.ready_open.clear();
         g.ready_free.clear();
         for m in &mut g.members {
@@ -281,35 +281,19 @@ impl Engine {
                 now,
                 name,
                 &stage_name,
-                &g.name,
+                &g.tier.name,
                 m,
                 Reason::SkippedByUser,
             )));
         }
-        for (timing, gates) in [
-            (GateTiming::Before, &mut g.before_gates),
-            (GateTiming::After, &mut g.after_gates),
-        ] {
-            for (i, gate) in gates.iter_mut().enumerate() {
-                let at = GateLoc {
-                    stage: si as u32,
-                    group: Some(gi as u32),
-                    timing,
-                    index: i as u32,
-                };
-                let ev = skip_gate(gate, now, name, &stage_name, Some(&g.name), timing);
-                if let Some(ev) = ev {
-                    pending.remove(&at);
-                    outputs.push_back(Output::Event(ev));
-                }
-            }
-        }
-        g.phase = Phase::Done;
-        g.node.state = State::Skipped;
-        g.node.completed = Some(now);
+        let at = (si as u32, Some(gi as u32));
+        outputs.extend(skip_gates(&mut g.tier, at, now, name, &stage_name, pending));
+        g.tier.phase = Phase::Done;
+        g.tier.node.state = State::Skipped;
+        g.tier.node.completed = Some(now);
         let fact = Fact::GroupSkipped {
             stage: stage_name,
-            group: g.name.clone(),
+            group: g.tier.name.clone(),
             reason: Reason::SkippedByUser,
         };
         outputs.push_back(Output::Event(Event::new(now, name, fact)));
@@ -322,37 +306,23 @@ impl Engine {
         let run = runs.get_mut(name).expect("run");
         let Run { stages, index, .. } = run;
         let stage = &mut stages[si];
-        if matches!(stage.node.state, State::Completed | State::Skipped) {
+        if matches!(stage.tier.node.state, State::Completed | State::Skipped) {
             return;
         }
-        stage.user_skipped = true;
-        stage.failed = false;
-        stage.node.error = None;
-        let sname = stage.name.clone();
-        for (timing, gates) in [
-            (GateTiming::Before, &mut stage.before_gates),
-            (GateTiming::After, &mut stage.after_gates),
-        ] {
-            for (i, gate) in gates.iter_mut().enumerate() {
-                let at = GateLoc {
-                    stage: si as u32,
-                    group: None,
-                    timing,
-                    index: i as u32,
-                };
-                if let Some(ev) = skip_gate(gate, now, name, &sname, None, timing) {
-                    index.pending.remove(&at);
-                    outputs.push_back(Output::Event(ev));
-                }
-            }
-        }
+        stage.tier.user_skipped = true;
+        stage.tier.failed = false;
+        stage.tier.node.error = None;
+        let sname = stage.tier.name.clone();
+        let at = (si as u32, None);
+        let skipped = skip_gates(&mut stage.tier, at, now, name, &sname, &mut index.pending);
+        outputs.extend(skipped);
         if !matches!(stage.wait.state, State::Completed | State::Skipped) {
             stage.wait.state = State::Skipped;
             stage.wait.completed = Some(now);
         }
-        stage.phase = Phase::Done;
-        stage.node.state = State::Skipped;
-        stage.node.completed = Some(now);
+        stage.tier.phase = Phase::Done;
+        stage.tier.node.state = State::Skipped;
+        stage.tier.node.completed = Some(now);
         let fact = Fact::StageSkipped {
             stage: sname,
             reason: if by_user {
@@ -382,6 +352,34 @@ pub(super) fn skip_reason(r: SkipReason) -> Reason {
 }
 
 /// Skips a gate not yet passed; the `GateSkipped` event if it was Pending (it was created).
+/// Skips every gate of `tier` (stage `at.0`'s own, or its group `at.1`'s) not done yet; the
+/// Pending ones leave the pending index and are reported.
+fn skip_gates(
+    tier: &mut Tier,
+    at: (u32, Option<u32>),
+    now: Timestamp,
+    run: &str,
+    stage: &str,
+    pending: &mut BTreeSet<GateLoc>,
+) -> Vec<Output> {
+    let group = at.1.map(|_| tier.name.clone());
+    let mut events = Vec::new();
+    for timing in [GateTiming::Before, GateTiming::After] {
+        for (i, gate) in tier.gates_mut(timing).iter_mut().enumerate() {
+            if let Some(ev) = skip_gate(gate, now, run, stage, group.as_deref(), timing) {
+                pending.remove(&GateLoc {
+                    stage: at.0,
+                    group: at.1,
+                    timing,
+                    index: i as u32,
+                });
+                events.push(Output::Event(ev));
+            }
+        }
+    }
+    events
+}
+
 pub(super) fn skip_gate(
     gate: &mut GateRt,
     now: Timestamp,

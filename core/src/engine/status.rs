@@ -31,8 +31,8 @@ impl Engine {
                                 message: m.message.clone(),
                             }),
                             State::NotStarted
-                                if g.phase == Phase::Body
-                                    && !g.failed
+                                if g.tier.phase == Phase::Body
+                                    && !g.tier.failed
                                     && (g.ready_open.contains(&(mi as u32))
                                         || g.ready_free.contains(&(mi as u32))) =>
                             {
@@ -54,10 +54,10 @@ impl Engine {
                                         until: None,
                                         message: Some(format!(
                                             "{} of {} group slots and {} of {} stage slots in use",
-                                            g.in_flight,
-                                            g.max_concurrency,
-                                            s.in_flight,
-                                            s.max_concurrency
+                                            g.tier.in_flight,
+                                            g.tier.max_concurrency,
+                                            s.tier.in_flight,
+                                            s.tier.max_concurrency
                                         )),
                                     }
                                 })
@@ -75,11 +75,11 @@ impl Engine {
                         }
                     })
                     .collect();
-                let mut status = g.node.view();
-                let gate_wait = pending_gate_wait(&g.before_gates)
-                    .or_else(|| pending_gate_wait(&g.after_gates));
-                let all_pending = g.phase == Phase::Body
-                    && g.in_flight == 0
+                let mut status = g.tier.node.view();
+                let gate_wait = pending_gate_wait(&g.tier.before_gates)
+                    .or_else(|| pending_gate_wait(&g.tier.after_gates));
+                let all_pending = g.tier.phase == Phase::Body
+                    && g.tier.in_flight == 0
                     && g.unfinished > 0
                     && g.members
                         .iter()
@@ -89,77 +89,52 @@ impl Engine {
                     gate_wait
                 } else if status.state == State::Running && all_pending {
                     status.state = State::Pending;
-                    let until = members
-                        .iter()
-                        .filter_map(|m| m.waiting_on.as_ref().and_then(|w| w.until))
-                        .min();
-                    let reason = members
-                        .iter()
-                        .filter_map(|m| m.waiting_on.as_ref())
-                        .map(|w| w.reason)
-                        .next()
-                        .unwrap_or(Reason::Members);
-                    Some(WaitingOn {
-                        reason,
-                        until,
-                        message: Some("every remaining member is Pending".to_string()),
-                    })
+                    let waits = members.iter().filter_map(|m| m.waiting_on.as_ref());
+                    let message = "every remaining member is Pending".to_string();
+                    Some(all_waiting(waits, Some(message)))
                 } else {
                     None
                 };
                 groups.push(GroupStatus {
-                    name: g.name.clone(),
+                    name: g.tier.name.clone(),
                     status,
-                    failure_count: g.failure_count,
-                    max_concurrency: g.max_concurrency,
-                    max_allowed_failures: g.max_allowed_failures,
-                    before_gates: gate_views(&g.before_gates, GateTiming::Before),
-                    after_gates: gate_views(&g.after_gates, GateTiming::After),
+                    failure_count: g.tier.failure_count,
+                    max_concurrency: g.tier.max_concurrency,
+                    max_allowed_failures: g.tier.max_allowed_failures,
+                    before_gates: gate_views(&g.tier.before_gates, GateTiming::Before),
+                    after_gates: gate_views(&g.tier.after_gates, GateTiming::After),
                     members,
                     waiting_on,
                 });
             }
-            let mut status = s.node.view();
+            let mut status = s.tier.node.view();
             let waiting_on = if status.state == State::Running {
-                if let Some(w) = pending_gate_wait(&s.before_gates) {
+                if let Some(w) = pending_gate_wait(&s.tier.before_gates) {
                     status.state = State::Pending;
                     Some(w)
-                } else if s.phase == Phase::After && s.wait.state == State::Running {
+                } else if s.tier.phase == Phase::After && s.wait.state == State::Running {
                     Some(WaitingOn {
                         reason: Reason::AfterStageWait,
                         until: s.wait_until,
                         message: None,
                     })
-                } else if let Some(w) = pending_gate_wait(&s.after_gates) {
+                } else if let Some(w) = pending_gate_wait(&s.tier.after_gates) {
                     status.state = State::Pending;
                     Some(w)
-                } else if s.phase == Phase::Body
-                    && s.in_flight == 0
+                } else if s.tier.phase == Phase::Body
+                    && s.tier.in_flight == 0
                     && groups.iter().any(|g| g.status.state == State::Pending)
                     && groups
                         .iter()
                         .all(|g| g.status.state.is_terminal() || g.status.state == State::Pending)
                 {
                     status.state = State::Pending;
-                    let until = groups
-                        .iter()
-                        .filter_map(|g| g.waiting_on.as_ref().and_then(|w| w.until))
-                        .min();
-                    let reason = groups
-                        .iter()
-                        .filter_map(|g| g.waiting_on.as_ref())
-                        .map(|w| w.reason)
-                        .next()
-                        .unwrap_or(Reason::Members);
-                    Some(WaitingOn {
-                        reason,
-                        until,
-                        message: None,
-                    })
+                    let waits = groups.iter().filter_map(|g| g.waiting_on.as_ref());
+                    Some(all_waiting(waits, None))
                 } else {
                     None
                 }
-            } else if s.node.state == State::NotStarted && run.active() && si > run.current {
+            } else if s.tier.node.state == State::NotStarted && run.active() && si > run.current {
                 Some(WaitingOn {
                     reason: Reason::PreviousStage,
                     until: None,
@@ -169,13 +144,13 @@ impl Engine {
                 None
             };
             stages.push(StageStatus {
-                name: s.name.clone(),
+                name: s.tier.name.clone(),
                 status,
-                failure_count: s.failure_count,
-                max_concurrency: s.max_concurrency,
-                max_allowed_failures: s.max_allowed_failures,
-                before_gates: gate_views(&s.before_gates, GateTiming::Before),
-                after_gates: gate_views(&s.after_gates, GateTiming::After),
+                failure_count: s.tier.failure_count,
+                max_concurrency: s.tier.max_concurrency,
+                max_allowed_failures: s.tier.max_allowed_failures,
+                before_gates: gate_views(&s.tier.before_gates, GateTiming::Before),
+                after_gates: gate_views(&s.tier.after_gates, GateTiming::After),
                 after_stage_wait_status: WaitStatus {
                     status: s.wait.view(),
                     wait_duration_in_seconds: s.wait_seconds,
@@ -245,6 +220,22 @@ fn pending_gate_wait(gates: &[GateRt]) -> Option<WaitingOn> {
                 }
             }),
         })
+}
+
+/// What a stage or group whose every unfinished child waits is waiting on: the first child's
+/// reason, until the earliest time any child names.
+fn all_waiting<'a>(
+    children: impl Iterator<Item = &'a WaitingOn> + Clone,
+    message: Option<String>,
+) -> WaitingOn {
+    WaitingOn {
+        reason: children
+            .clone()
+            .next()
+            .map_or(Reason::Members, |w| w.reason),
+        until: children.filter_map(|w| w.until).min(),
+        message,
+    }
 }
 
 fn gate_views(gates: &[GateRt], timing: GateTiming) -> Vec<GateStatus> {

@@ -3,6 +3,7 @@
 //! ([`RunIndex`]) and the places that name a member or gate in it ([`MemberLoc`], [`GateLoc`]).
 //! Plain data: what changes it lives in the engine's other rooms.
 
+use crate::error::ErrorCode;
 use crate::event::Reason;
 use crate::model::{GateConfig, PoolImage, UpgradeType};
 use crate::model::{GateTiming, Member, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy};
@@ -140,21 +141,105 @@ pub(super) struct MemberRt {
     pub(super) skip_reason: Option<SkipReason>,
 }
 
+/// What a stage and a group both are: a named step of the run with a status, a phase, gates
+/// before and after its body, a concurrency cap and a failure budget over the members under it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(super) struct GroupRt {
+pub(super) struct Tier {
     pub(super) name: String,
     pub(super) node: Node,
     pub(super) phase: Phase,
+    /// Members under it that failed, and how many of those a resume accepted.
     pub(super) failure_count: u32,
     pub(super) accepted_failures: u32,
+    /// Its failure threshold was exceeded.
     pub(super) failed: bool,
     pub(super) user_skipped: bool,
     pub(super) max_concurrency: u32,
     pub(super) max_allowed_failures: u32,
+    /// Member upgrades under it that are running now.
     pub(super) in_flight: u32,
-    pub(super) unfinished: u32,
     pub(super) before_gates: Vec<GateRt>,
     pub(super) after_gates: Vec<GateRt>,
+}
+
+impl Tier {
+    pub(super) fn new(
+        name: String,
+        limits: (u32, u32),
+        before: &[GateConfig],
+        after: &[GateConfig],
+    ) -> Tier {
+        Tier {
+            name,
+            node: Node::default(),
+            phase: Phase::NotReached,
+            failure_count: 0,
+            accepted_failures: 0,
+            failed: false,
+            user_skipped: false,
+            max_concurrency: limits.0,
+            max_allowed_failures: limits.1,
+            in_flight: 0,
+            before_gates: before.iter().map(GateRt::new).collect(),
+            after_gates: after.iter().map(GateRt::new).collect(),
+        }
+    }
+
+    /// If a failure just counted exceeded its budget (it was neither failed nor skipped before),
+    /// the message that says so.
+    pub(super) fn budget_exceeded(&self) -> Option<String> {
+        let open = self.failure_count.saturating_sub(self.accepted_failures);
+        (!self.failed && !self.user_skipped && open > self.max_allowed_failures).then(|| {
+            let cap = self.max_allowed_failures;
+            format!("{open} failures exceed maxAllowedFailures {cap}")
+        })
+    }
+
+    /// Marks it Failed because its threshold (or a group's) was exceeded.
+    pub(super) fn fail(&mut self, now: Timestamp, why: &str) {
+        self.failed = true;
+        self.node.state = State::Failed;
+        self.node.completed = Some(now);
+        self.node.error = Some(StatusError {
+            code: ErrorCode::FailureThresholdExceeded.to_string(),
+            message: why.to_string(),
+        });
+    }
+
+    /// A resume: a Stopped or Failed tier runs again; after a failure, the failures so far are
+    /// accepted (its threshold counts from here).
+    pub(super) fn resume(&mut self, was_failed: bool) {
+        if was_failed {
+            self.accepted_failures = self.failure_count;
+            self.failed = false;
+        }
+        if matches!(self.node.state, State::Stopped | State::Failed) {
+            self.node.state = State::Running;
+            self.node.error = None;
+            self.node.completed = None;
+        }
+    }
+
+    /// Its gates of one timing.
+    pub(super) fn gates(&self, timing: GateTiming) -> &[GateRt] {
+        match timing {
+            GateTiming::Before => &self.before_gates,
+            GateTiming::After => &self.after_gates,
+        }
+    }
+
+    pub(super) fn gates_mut(&mut self, timing: GateTiming) -> &mut Vec<GateRt> {
+        match timing {
+            GateTiming::Before => &mut self.before_gates,
+            GateTiming::After => &mut self.after_gates,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct GroupRt {
+    pub(super) tier: Tier,
+    pub(super) unfinished: u32,
     pub(super) members: Vec<MemberRt>,
     /// Startable now, members with a maintenance window (considered first).
     pub(super) ready_open: BTreeSet<u32>,
@@ -165,7 +250,7 @@ pub(super) struct GroupRt {
 impl GroupRt {
     /// Whether a user skipped the group or any of its members.
     pub(super) fn skipped_by_user(&self) -> bool {
-        self.user_skipped
+        self.tier.user_skipped
             || self
                 .members
                 .iter()
@@ -173,28 +258,34 @@ impl GroupRt {
     }
 
     pub(super) fn done(&self) -> bool {
-        self.in_flight == 0 && (self.phase == Phase::Done || self.failed)
+        self.tier.in_flight == 0 && (self.tier.phase == Phase::Done || self.tier.failed)
     }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct StageRt {
-    pub(super) name: String,
-    pub(super) node: Node,
-    pub(super) phase: Phase,
-    pub(super) failure_count: u32,
-    pub(super) accepted_failures: u32,
-    pub(super) failed: bool,
-    pub(super) user_skipped: bool,
-    pub(super) max_concurrency: u32,
-    pub(super) max_allowed_failures: u32,
-    pub(super) in_flight: u32,
-    pub(super) before_gates: Vec<GateRt>,
-    pub(super) after_gates: Vec<GateRt>,
+    pub(super) tier: Tier,
     pub(super) wait: Node,
     pub(super) wait_seconds: u64,
     pub(super) wait_until: Option<Timestamp>,
     pub(super) groups: Vec<GroupRt>,
+}
+
+impl StageRt {
+    /// The stage's own tier (`group` None) or one of its groups'.
+    pub(super) fn tier(&self, group: Option<u32>) -> Option<&Tier> {
+        match group {
+            None => Some(&self.tier),
+            Some(g) => self.groups.get(g as usize).map(|g| &g.tier),
+        }
+    }
+
+    pub(super) fn tier_mut(&mut self, group: Option<u32>) -> &mut Tier {
+        match group {
+            None => &mut self.tier,
+            Some(g) => &mut self.groups[g as usize].tier,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -243,11 +334,11 @@ impl RunIndex {
         let mut ix = RunIndex::default();
         for (si, s) in stages.iter().enumerate() {
             let si = si as u32;
-            ix.stages.entry(s.name.clone()).or_default().push(si);
+            ix.stages.entry(s.tier.name.clone()).or_default().push(si);
             for (k, has) in [
-                !s.before_gates.is_empty() || !s.after_gates.is_empty(),
-                !s.before_gates.is_empty(),
-                !s.after_gates.is_empty(),
+                !s.tier.before_gates.is_empty() || !s.tier.after_gates.is_empty(),
+                !s.tier.before_gates.is_empty(),
+                !s.tier.after_gates.is_empty(),
             ]
             .into_iter()
             .enumerate()
@@ -258,7 +349,7 @@ impl RunIndex {
             }
             for (gi, g) in s.groups.iter().enumerate() {
                 ix.groups
-                    .entry(g.name.clone())
+                    .entry(g.tier.name.clone())
                     .or_default()
                     .push((si, gi as u32));
             }
@@ -278,11 +369,11 @@ impl RunIndex {
                     }
                 }
             };
-            add(None, GateTiming::Before, &s.before_gates);
-            add(None, GateTiming::After, &s.after_gates);
+            add(None, GateTiming::Before, &s.tier.before_gates);
+            add(None, GateTiming::After, &s.tier.after_gates);
             for (gi, g) in s.groups.iter().enumerate() {
-                add(Some(gi as u32), GateTiming::Before, &g.before_gates);
-                add(Some(gi as u32), GateTiming::After, &g.after_gates);
+                add(Some(gi as u32), GateTiming::Before, &g.tier.before_gates);
+                add(Some(gi as u32), GateTiming::After, &g.tier.after_gates);
             }
         }
         ix
