@@ -44,10 +44,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::{Duration, Instant};
 use waverun_core::error::{Error, ErrorCode};
-use waverun_core::sim::{simulate, EngineDriver, Scenario, Simulation, SimulationReport};
-use waverun_core::{
-    Engine, Event, HostCommand, Input, Output, RunStatus, State, Timestamp, UpgradeOperation,
-};
+use waverun_core::sim::SimulationReport;
+use waverun_core::sim::{simulate, EngineDriver, Scenario, SharedFleet, Simulation};
+use waverun_core::{Engine, Event, Input, Output, RunStatus, State, Timestamp, UpgradeOperation};
 use waverun_host::runtime::{
     cache, simulate_plugin, timestamp_ms, InstanceConfig, ManualClock, MemoryPersistence,
     PluginDriver, PluginHost, PluginRuntime, QueueProvider, RuntimeConfig,
@@ -247,12 +246,13 @@ impl<D: EngineDriver> EngineDriver for Timed<D> {
     }
 }
 
-/// The guest's imports, natively: a virtual clock, in-memory journal and snapshot, a list of
-/// submitted operations.
+/// The guest's imports, natively: a virtual clock, in-memory journal and snapshot, the simulated
+/// fleet as its cluster.
 #[derive(Default)]
 struct NativeGuestHost {
     now_ms: i64,
-    submitted: Vec<String>,
+    /// Where `cluster_submit` puts an upgrade, as `PluginDriver`'s provider does.
+    fleet: Option<SharedFleet>,
     journal: Vec<String>,
     snapshot: Option<String>,
     /// Journal records and snapshots written, and their bytes.
@@ -265,7 +265,11 @@ impl waverun_plugin::HostImports for NativeGuestHost {
         self.now_ms
     }
     fn cluster_submit(&mut self, operation: &str) -> i32 {
-        self.submitted.push(operation.to_string());
+        let op: UpgradeOperation = serde_json::from_str(operation).expect("an operation");
+        let now = Timestamp::from_timestamp_millis(self.now_ms).expect("a time");
+        if let Some(fleet) = &self.fleet {
+            fleet.lock().submit(&op, now);
+        }
         0
     }
     fn cluster_query(&mut self, _query: &str) -> i32 {
@@ -317,8 +321,11 @@ struct NativeGuestDriver {
 }
 
 impl NativeGuestDriver {
-    fn new() -> NativeGuestDriver {
-        let mut guest = waverun_plugin::Guest::new(NativeGuestHost::default());
+    fn new(fleet: SharedFleet) -> NativeGuestDriver {
+        let mut guest = waverun_plugin::Guest::new(NativeGuestHost {
+            fleet: Some(fleet),
+            ..NativeGuestHost::default()
+        });
         let init: Envelope = serde_json::from_str(&guest.init()).expect("init envelope");
         assert!(init.ok, "init");
         NativeGuestDriver {
@@ -400,11 +407,6 @@ impl EngineDriver for NativeGuestDriver {
             Input::Timeout => self.guest.wake(),
         };
         let env: EventsEnvelope = serde_json::from_str(&answer).expect("an envelope");
-        for op in std::mem::take(&mut self.guest.host_mut().submitted) {
-            let op: UpgradeOperation = serde_json::from_str(&op).expect("an operation");
-            self.outputs
-                .push_back(Output::Command(HostCommand::StartUpgrade(op)));
-        }
         if !env.ok {
             self.outputs
                 .extend(env.events.into_iter().map(Output::Event));
@@ -464,9 +466,14 @@ impl EngineDriver for NativeGuestDriver {
 
 /// One rollout through `driver` with every driver call timed; returns the tallies and the
 /// total wall time.
-fn profile<D: EngineDriver>(sc: &Scenario, driver: D) -> ([Tally; 5], Duration) {
+fn profile<D: EngineDriver>(
+    sc: &Scenario,
+    driver: impl FnOnce(SharedFleet) -> D,
+) -> ([Tally; 5], Duration) {
     let t = Instant::now();
-    let mut sim = Simulation::with_engine(sc, Timed::new(driver)).expect("valid");
+    let fleet = SharedFleet::new(sc);
+    let driver = Timed::new(driver(fleet.clone()));
+    let mut sim = Simulation::with_fleet(sc, driver, fleet).expect("valid");
     sim.run_to_end();
     let report = sim.report();
     let total = t.elapsed();
@@ -641,7 +648,9 @@ fn main() {
     };
     let native_json_reps = time_runs(warmup, reps, || native_json(&sc_text));
     let driven_native_reps = time_runs(warmup, reps, || {
-        let mut sim = Simulation::with_engine(&sc, NativeGuestDriver::new()).expect("valid");
+        let fleet = SharedFleet::new(&sc);
+        let driver = NativeGuestDriver::new(fleet.clone());
+        let mut sim = Simulation::with_fleet(&sc, driver, fleet).expect("valid");
         sim.run_to_end();
         sim.report()
     });
@@ -771,14 +780,13 @@ fn main() {
     // Where the time goes: one profiled rollout per driver.
     println!("\n  where the time goes (one rollout each, every EngineDriver call timed):");
     let profiles = [
-        ("native Engine", profile(&sc, Engine::new(sc.start))),
-        (
-            "guest driver, native",
-            profile(&sc, NativeGuestDriver::new()),
-        ),
+        ("native Engine", profile(&sc, |_| Engine::new(sc.start))),
+        ("guest driver, native", profile(&sc, NativeGuestDriver::new)),
         (
             "plugin in wasmtime",
-            profile(&sc, PluginDriver::new(&plugin).expect("driver")),
+            profile(&sc, |fleet| {
+                PluginDriver::new(&plugin, fleet).expect("driver")
+            }),
         ),
     ];
     print!("  {:<22} {:>10}", "driver", "total");
@@ -802,7 +810,9 @@ fn main() {
         println!();
     }
 
-    let mut sim = Simulation::with_engine(&sc, NativeGuestDriver::new()).expect("valid");
+    let fleet = SharedFleet::new(&sc);
+    let driver = NativeGuestDriver::new(fleet.clone());
+    let mut sim = Simulation::with_fleet(&sc, driver, fleet).expect("valid");
     sim.run_to_end();
     let h = sim.driver().guest.host();
     println!(

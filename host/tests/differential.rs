@@ -6,9 +6,9 @@
 mod runtime_support;
 
 use runtime_support::{plugin, plugin_wasm, scenario_files, workspace};
-use waverun_core::sim::{simulate, Simulation};
+use waverun_core::sim::{simulate, SharedFleet};
 use waverun_host::load_scenario;
-use waverun_host::runtime::{core_error, PluginDriver};
+use waverun_host::runtime::{core_error, plugin_simulation, PluginDriver};
 
 #[test]
 fn every_scenario_decides_the_same_natively_and_in_wasmtime() {
@@ -20,8 +20,7 @@ fn every_scenario_decides_the_same_natively_and_in_wasmtime() {
         let name = file.strip_prefix(workspace()).unwrap_or(file).display();
         let scenario = load_scenario(file).unwrap_or_else(|e| panic!("{name}: {e}"));
         let native = simulate(&scenario).map(|r| serde_json::to_string(&r).unwrap());
-        let driver = PluginDriver::new(&plugin).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let wasm = Simulation::with_engine(&scenario, driver).map(|mut sim| {
+        let wasm = plugin_simulation(&plugin, &scenario).map(|mut sim| {
             sim.run_to_end();
             let d = sim.driver();
             assert!(d.failure().is_none(), "{name}: {:?}", d.failure());
@@ -68,8 +67,9 @@ fn every_scenario_decides_the_same_natively_and_in_wasmtime() {
 fn every_scenario_simulates_the_same_inside_the_plugin() {
     // The plugin's pure `simulate` request: the whole simulation inside the guest.
     let (_rt, plugin) = plugin();
-    let mut driver = PluginDriver::new(&plugin).unwrap();
     let files = scenario_files();
+    let first = load_scenario(&files[0]).unwrap();
+    let mut driver = PluginDriver::new(&plugin, SharedFleet::new(&first)).unwrap();
     for file in &files {
         let name = file.strip_prefix(workspace()).unwrap_or(file).display();
         let scenario = load_scenario(file).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -10,7 +10,7 @@ use std::time::Duration;
 use waverun_core::sim::{simulate, Scenario, Simulation, SimulationReport};
 use waverun_host::load_scenario;
 use waverun_host::runtime::{
-    InstanceConfig, ManualClock, MemoryPersistence, PluginDriver, PluginError, PluginHost,
+    plugin_simulation, InstanceConfig, ManualClock, MemoryPersistence, PluginError, PluginHost,
     PluginRuntime, QueueProvider, RuntimeConfig, TrapKind,
 };
 
@@ -134,7 +134,7 @@ fn traps_mid_run_are_recovered_without_losing_input() {
     let (_rt, plugin) = plugin();
     let s = scenario("host/examples/fleet-rollout.yaml");
     let native = simulate(&s).expect("native");
-    let mut sim = Simulation::with_engine(&s, PluginDriver::new(&plugin).unwrap()).unwrap();
+    let mut sim = plugin_simulation(&plugin, &s).unwrap();
     let trap_at = [1usize, 4, 7, 10];
     let mut step = 0;
     loop {
@@ -163,7 +163,7 @@ fn a_trap_after_journaling_is_applied_by_the_replay() {
     let (_rt, plugin) = plugin();
     let s = scenario("tests/scenarios/concurrency-fixed.yaml");
     let native = simulate(&s).expect("native");
-    let mut sim = Simulation::with_engine(&s, PluginDriver::new(&plugin).unwrap()).unwrap();
+    let mut sim = plugin_simulation(&plugin, &s).unwrap();
     let mut injected = false;
     let mut step = 0;
     loop {
@@ -209,7 +209,7 @@ fn a_trap_after_journaling_is_applied_by_the_replay() {
 fn a_restarted_host_resumes_from_storage() {
     let (_rt, plugin) = plugin();
     let s = scenario("host/examples/fleet-rollout.yaml");
-    let mut sim = Simulation::with_engine(&s, PluginDriver::new(&plugin).unwrap()).unwrap();
+    let mut sim = plugin_simulation(&plugin, &s).unwrap();
     for _ in 0..12 {
         assert!(sim.step());
     }

@@ -6,7 +6,7 @@ use super::*;
 use serde_json::json;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use waverun_core::sim::{EngineDriver, Simulation};
+use waverun_core::sim::{EngineDriver, SharedFleet, Simulation};
 use waverun_core::State;
 
 // ---------------------------------------------------------------------- the in-memory host
@@ -18,8 +18,10 @@ struct MemHost {
     journal: Vec<String>,
     snapshot: Option<String>,
     snapshots_written: u32,
-    /// Submitted payloads, in order (drained by the simulation driver).
+    /// Submitted payloads, in order (when there is no fleet).
     submitted: Vec<UpgradeOperation>,
+    /// A simulation's fleet: submissions go there, stamped with `now_ms`.
+    fleet: Option<SharedFleet>,
     submit_calls: u32,
     known: BTreeSet<String>,
     queried: Vec<String>,
@@ -43,8 +45,15 @@ impl HostImports for MemHost {
         }
         let cmd: HostCommand = serde_json::from_str(operation).expect("a startUpgrade");
         let HostCommand::StartUpgrade(op) = cmd;
-        if self.known.insert(op.operation_id.clone()) {
-            self.submitted.push(op);
+        if !self.known.insert(op.operation_id.clone()) {
+            return 0;
+        }
+        match &self.fleet {
+            Some(fleet) => {
+                let now = DateTime::from_timestamp_millis(self.now_ms).expect("a time");
+                fleet.lock().submit(&op, now);
+            }
+            None => self.submitted.push(op),
         }
         0
     }
@@ -692,7 +701,8 @@ fn a_refused_command_returns_the_events_of_timers_that_fired_first() {
 // ---------------------------------------------------------------------- whole scenarios
 
 /// The plugin as an [`EngineDriver`], so the native simulator drives it through envelopes:
-/// the same loop, a different engine boundary. Optionally "crashes" every `crash_every` inputs.
+/// the same loop, a different engine boundary; its cluster is the simulation's fleet. Optionally
+/// "crashes" every `crash_every` inputs.
 struct PluginDriver {
     plugin: Option<Guest<MemHost>>,
     pending: VecDeque<Output>,
@@ -702,9 +712,10 @@ struct PluginDriver {
 }
 
 impl PluginDriver {
-    fn new(start: Timestamp, crash_every: Option<usize>) -> PluginDriver {
+    fn new(start: Timestamp, crash_every: Option<usize>, fleet: SharedFleet) -> PluginDriver {
         let mut plugin = Guest::new(MemHost {
             now_ms: start.timestamp_millis(),
+            fleet: Some(fleet),
             ..MemHost::default()
         });
         ok_result(&plugin.init());
@@ -748,7 +759,6 @@ impl EngineDriver for PluginDriver {
             Input::Timeout => self.p().wake(),
         };
         let v = parse(&env);
-        let submitted = std::mem::take(&mut self.p().host_mut().submitted);
         let result = if v["ok"] == true {
             self.take_events(&v["result"]["events"]);
             Ok(())
@@ -758,10 +768,6 @@ impl EngineDriver for PluginDriver {
                 .unwrap_or_else(|_| panic!("an engine error code: {v}"));
             Err(Error::new(code, v["error"]["message"].as_str().unwrap()))
         };
-        for op in submitted {
-            self.pending
-                .push_back(Output::Command(HostCommand::StartUpgrade(op)));
-        }
         result
     }
     fn poll_output(&mut self) -> Option<Output> {
@@ -821,8 +827,9 @@ fn scenario_files() -> Vec<PathBuf> {
 }
 
 fn through_plugin(s: &Scenario, crash_every: Option<usize>) -> (String, usize) {
-    let mut sim = Simulation::with_engine(s, PluginDriver::new(s.start, crash_every))
-        .expect("valid scenario");
+    let fleet = SharedFleet::new(s);
+    let driver = PluginDriver::new(s.start, crash_every, fleet.clone());
+    let mut sim = Simulation::with_fleet(s, driver, fleet).expect("valid scenario");
     sim.run_to_end();
     let report = serde_json::to_string(&sim.report()).unwrap();
     (report, sim.driver().restarts)

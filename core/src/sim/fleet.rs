@@ -6,6 +6,24 @@ use crate::engine::Observation;
 use crate::event::UpgradeOperation;
 use crate::model::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The clusters a simulation's upgrades run on, as its clock sees them: upgrades submitted to
+/// them, the time the next result is due, the results due now.
+///
+/// A native engine's upgrades reach the fleet as [`crate::HostCommand::StartUpgrade`] outputs
+/// (the simulation submits them). An engine behind a host ABI calls its cluster provider
+/// itself: that provider is a [`SharedFleet`], and the simulation steps the same fleet.
+pub trait Fleet {
+    /// Accepts an upgrade at `now`; a repeated operation id is the same operation.
+    fn submit(&mut self, op: &UpgradeOperation, now: Timestamp);
+    /// The time the next result is due.
+    fn next_completion(&self) -> Option<Timestamp>;
+    /// Results due at or before `now`, in due order.
+    fn take_due(&mut self, now: Timestamp) -> Vec<Observation>;
+    /// Nothing in flight.
+    fn idle(&self) -> bool;
+}
 
 /// A deterministic fleet of simulated clusters.
 #[derive(Clone, Debug)]
@@ -36,6 +54,11 @@ impl SimulatedFleet {
             rng: scenario.seed ^ 0x9E37_79B9_7F4A_7C15,
             max_in_flight: 0,
         }
+    }
+
+    /// Whether an operation id was ever submitted.
+    pub fn knows(&self, operation_id: &str) -> bool {
+        self.known.contains(operation_id)
     }
 
     /// Accepts an upgrade command at `now`. A repeated operation id is the same operation.
@@ -111,6 +134,65 @@ impl SimulatedFleet {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+}
+
+impl Fleet for SimulatedFleet {
+    fn submit(&mut self, op: &UpgradeOperation, now: Timestamp) {
+        SimulatedFleet::submit(self, op, now);
+    }
+    fn next_completion(&self) -> Option<Timestamp> {
+        SimulatedFleet::next_completion(self)
+    }
+    fn take_due(&mut self, now: Timestamp) -> Vec<Observation> {
+        SimulatedFleet::take_due(self, now)
+    }
+    fn idle(&self) -> bool {
+        SimulatedFleet::idle(self)
+    }
+}
+
+/// A handle on one [`SimulatedFleet`], for a host that submits upgrades to it directly (a
+/// plugin host's cluster provider) while a [`super::Simulation`] steps it. Clones share the
+/// fleet.
+#[derive(Clone, Debug)]
+pub struct SharedFleet(Arc<Mutex<SimulatedFleet>>);
+
+impl SharedFleet {
+    /// A fleet behaving as the scenario says.
+    pub fn new(scenario: &Scenario) -> SharedFleet {
+        SharedFleet(Arc::new(Mutex::new(SimulatedFleet::new(scenario))))
+    }
+
+    /// The fleet, for as long as the guard lives.
+    pub fn lock(&self) -> MutexGuard<'_, SimulatedFleet> {
+        // A panic while it was held leaves plain data behind, still consistent.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`SimulatedFleet::next_completion`].
+    pub fn next_completion(&self) -> Option<Timestamp> {
+        self.lock().next_completion()
+    }
+
+    /// [`SimulatedFleet::in_flight`].
+    pub fn in_flight(&self) -> usize {
+        self.lock().in_flight()
+    }
+}
+
+impl Fleet for SharedFleet {
+    fn submit(&mut self, op: &UpgradeOperation, now: Timestamp) {
+        self.lock().submit(op, now);
+    }
+    fn next_completion(&self) -> Option<Timestamp> {
+        self.lock().next_completion()
+    }
+    fn take_due(&mut self, now: Timestamp) -> Vec<Observation> {
+        self.lock().take_due(now)
+    }
+    fn idle(&self) -> bool {
+        self.lock().idle()
     }
 }
 

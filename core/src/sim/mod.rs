@@ -13,7 +13,7 @@ mod report;
 mod scenario;
 mod text;
 
-pub use fleet::SimulatedFleet;
+pub use fleet::{Fleet, SharedFleet, SimulatedFleet};
 pub use report::{RunReport, SimulationReport, Summary};
 pub use scenario::{Action, ActionKind, Behavior, GateRef, Scenario, ScenarioMember, ScenarioRun};
 pub use text::render_text;
@@ -37,10 +37,13 @@ pub fn simulate(scenario: &Scenario) -> Result<SimulationReport, Error> {
 
 /// A simulation in progress; [`simulate`] runs one to the end. Tests use [`Simulation::step`]
 /// to check invariants after every step.
+///
+/// `F` is where the upgrades run: the simulation's own [`SimulatedFleet`], or a [`SharedFleet`]
+/// an engine behind a host ABI submits to itself ([`Simulation::with_fleet`]).
 #[derive(Clone)]
-pub struct Simulation<E: EngineDriver = Engine> {
+pub struct Simulation<E: EngineDriver = Engine, F: Fleet = SimulatedFleet> {
     engine: E,
-    world: World,
+    world: World<F>,
     actions: Vec<Action>,
     next_action: usize,
     until: Timestamp,
@@ -52,14 +55,14 @@ pub struct Simulation<E: EngineDriver = Engine> {
 /// timeline records the events, and with `autoApprove` every Approval gate is approved as soon
 /// as it is created.
 #[derive(Clone)]
-struct World {
-    fleet: SimulatedFleet,
+struct World<F> {
+    fleet: F,
     auto_approve: bool,
     run: String,
     timeline: Vec<Event>,
 }
 
-impl Surroundings for World {
+impl<F: Fleet> Surroundings for World<F> {
     fn output(&mut self, now: Timestamp, output: Output, answers: &mut Vec<Input>) {
         match output {
             Output::Event(mut ev) => {
@@ -108,8 +111,21 @@ impl Simulation<Engine> {
 
 impl<E: EngineDriver> Simulation<E> {
     /// Validates the scenario and sets up `engine` (empty, its clock at `start`) and the
-    /// simulated fleet.
-    pub fn with_engine(scenario: &Scenario, mut engine: E) -> Result<Simulation<E>, Error> {
+    /// simulated fleet, which takes the engine's `StartUpgrade` outputs.
+    pub fn with_engine(scenario: &Scenario, engine: E) -> Result<Simulation<E>, Error> {
+        Simulation::with_fleet(scenario, engine, SimulatedFleet::new(scenario))
+    }
+}
+
+impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
+    /// Validates the scenario and sets up `engine` (empty, its clock at `start`) on `fleet`,
+    /// which should behave as the scenario says ([`SharedFleet::new`]): the engine's host may
+    /// submit to it directly, the simulation takes results from it as its clock moves.
+    pub fn with_fleet(
+        scenario: &Scenario,
+        mut engine: E,
+        fleet: F,
+    ) -> Result<Simulation<E, F>, Error> {
         scenario.validate()?;
         let start = scenario.start;
         let setup = scenario.setup_commands();
@@ -121,7 +137,7 @@ impl<E: EngineDriver> Simulation<E> {
         let mut sim = Simulation {
             engine,
             world: World {
-                fleet: SimulatedFleet::new(scenario),
+                fleet,
                 auto_approve: scenario.auto_approve,
                 run: scenario.run.name.clone(),
                 timeline: Vec::new(),
@@ -143,7 +159,7 @@ impl<E: EngineDriver> Simulation<E> {
     }
 
     /// The simulated fleet (for inspection).
-    pub fn fleet(&self) -> &SimulatedFleet {
+    pub fn fleet(&self) -> &F {
         &self.world.fleet
     }
 

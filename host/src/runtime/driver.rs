@@ -1,19 +1,75 @@
 //! The plugin as an [`EngineDriver`]: the simulator drives the engine inside wasmtime exactly
-//! as it drives the native one, so the two can be compared byte for byte.
+//! as it drives the native one, so the two can be compared byte for byte. The plugin's cluster
+//! provider is the simulated fleet itself ([`SimulatedCluster`]): the guest submits its
+//! upgrades there, and the simulation's clock takes their results from there.
 
 use super::error::PluginError;
-use super::host::{ManualClock, MemoryPersistence, PluginHost, QueueProvider};
+use super::host::{Clock, ClusterProvider, ManualClock, MemoryPersistence, PluginHost};
+use super::host::{QueryOutcome, SubmitOutcome};
 use super::instance::{InitReport, InstanceConfig, PluginInstance};
 use super::PluginModule;
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use waverun_core::error::{Error, ErrorCode, FieldError};
-use waverun_core::sim::{EngineDriver, Scenario, Simulation, SimulationReport};
-use waverun_core::{Event, HostCommand, Input, Output, RunStatus, State, Timestamp};
+use waverun_core::sim::{EngineDriver, Scenario, SharedFleet, Simulation, SimulationReport};
+use waverun_core::{Event, Input, Output, RunStatus, State, Timestamp, UpgradeOperation};
+
+/// A simulation whose engine is the plugin in wasmtime.
+pub type PluginSimulation = Simulation<PluginDriver, SharedFleet>;
+
+/// The plugin's cluster provider in a simulation: the simulated fleet. An upgrade submitted
+/// at the virtual clock's time is in flight on the fleet from that moment; a query asks the
+/// fleet whether it ever took the operation. Clones share the fleet and the query log.
+#[derive(Clone, Debug)]
+pub struct SimulatedCluster {
+    fleet: SharedFleet,
+    clock: ManualClock,
+    queries: Arc<Mutex<Vec<String>>>,
+}
+
+impl SimulatedCluster {
+    /// The fleet, with submissions stamped by `clock`.
+    pub fn new(fleet: SharedFleet, clock: ManualClock) -> SimulatedCluster {
+        SimulatedCluster {
+            fleet,
+            clock,
+            queries: Arc::default(),
+        }
+    }
+
+    /// Operation ids queried so far (`cluster_query`), in order.
+    pub fn queries(&self) -> Vec<String> {
+        self.queries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn now(&self) -> Timestamp {
+        Timestamp::from_timestamp_millis(self.clock.now_ms()).unwrap_or(Timestamp::MIN_UTC)
+    }
+}
+
+impl ClusterProvider for SimulatedCluster {
+    fn submit(&mut self, operation: &UpgradeOperation) -> SubmitOutcome {
+        let now = self.now();
+        self.fleet.lock().submit(operation, now);
+        SubmitOutcome::Accepted
+    }
+    fn query(&mut self, operation_id: &str) -> QueryOutcome {
+        let mut queries = self.queries.lock().unwrap_or_else(|e| e.into_inner());
+        queries.push(operation_id.to_string());
+        if self.fleet.lock().knows(operation_id) {
+            QueryOutcome::Known
+        } else {
+            QueryOutcome::Unknown
+        }
+    }
+}
 
 /// A [`PluginInstance`] behind [`EngineDriver`], with a virtual clock set to each input's `now`,
-/// in-memory persistence, and a [`QueueProvider`] whose submitted operations come out of
-/// [`EngineDriver::poll_output`] as [`HostCommand::StartUpgrade`], followed by the events the
-/// call returned.
+/// in-memory persistence, and a [`SimulatedCluster`] as its cluster provider. Its outputs are
+/// the events each call returned; its upgrades are on the fleet, not in its outputs.
 ///
 /// A trapped call is recovered transparently ([`PluginInstance::recover`]): an input that was
 /// not journaled is sent again; one that was is applied by the replay, but the events of that
@@ -23,7 +79,7 @@ use waverun_core::{Event, HostCommand, Input, Output, RunStatus, State, Timestam
 pub struct PluginDriver {
     instance: PluginInstance,
     clock: ManualClock,
-    cluster: QueueProvider,
+    cluster: SimulatedCluster,
     persistence: MemoryPersistence,
     outputs: VecDeque<Output>,
     recoveries: u32,
@@ -32,18 +88,21 @@ pub struct PluginDriver {
 }
 
 impl PluginDriver {
-    /// A fresh instance of `plugin` with default limits, initialised (empty storage).
-    pub fn new(plugin: &PluginModule) -> Result<PluginDriver, PluginError> {
-        PluginDriver::with_config(plugin, InstanceConfig::default())
+    /// A fresh instance of `plugin` with default limits, initialised (empty storage), whose
+    /// upgrades go to `fleet`.
+    pub fn new(plugin: &PluginModule, fleet: SharedFleet) -> Result<PluginDriver, PluginError> {
+        PluginDriver::with_config(plugin, fleet, InstanceConfig::default())
     }
 
-    /// A fresh instance of `plugin` with these limits, initialised (empty storage).
+    /// A fresh instance of `plugin` with these limits, initialised (empty storage), whose
+    /// upgrades go to `fleet`.
     pub fn with_config(
         plugin: &PluginModule,
+        fleet: SharedFleet,
         config: InstanceConfig,
     ) -> Result<PluginDriver, PluginError> {
         let clock = ManualClock::new(0);
-        let cluster = QueueProvider::new();
+        let cluster = SimulatedCluster::new(fleet, clock.clone());
         let persistence = MemoryPersistence::new();
         let host = PluginHost::new(clock.clone(), cluster.clone(), persistence.clone());
         let mut instance = plugin.instantiate(host, config)?;
@@ -71,7 +130,7 @@ impl PluginDriver {
     }
 
     /// The cluster provider behind the instance.
-    pub fn provider(&self) -> &QueueProvider {
+    pub fn provider(&self) -> &SimulatedCluster {
         &self.cluster
     }
 
@@ -99,7 +158,6 @@ impl PluginDriver {
     pub fn recover(&mut self) -> Result<InitReport, PluginError> {
         self.recoveries += 1;
         let r = self.instance.recover();
-        self.collect_commands();
         if let Ok(report) = &r {
             let events = report.events.iter().cloned().map(Output::Event);
             self.outputs.extend(events);
@@ -131,13 +189,6 @@ impl PluginDriver {
                 self.lost_events += 1;
                 return Ok(T::default());
             }
-        }
-    }
-
-    fn collect_commands(&mut self) {
-        for op in self.cluster.take() {
-            self.outputs
-                .push_back(Output::Command(HostCommand::StartUpgrade(op)));
         }
     }
 
@@ -191,7 +242,6 @@ impl EngineDriver for PluginDriver {
             Input::Observation(o) => i.deliver(o),
             Input::Timeout => i.wake(),
         });
-        self.collect_commands();
         let events: Vec<Event> = match r {
             Ok(events) => events,
             Err(PluginError::Guest(mut g)) => {
@@ -257,13 +307,33 @@ impl std::fmt::Display for SimulateError {
 
 impl std::error::Error for SimulateError {}
 
+/// A simulation of `scenario` with the engine running as `plugin` in wasmtime (default limits),
+/// its upgrades on the simulation's fleet.
+pub fn plugin_simulation(
+    plugin: &PluginModule,
+    scenario: &Scenario,
+) -> Result<PluginSimulation, SimulateError> {
+    plugin_simulation_with(plugin, scenario, InstanceConfig::default())
+}
+
+/// [`plugin_simulation`] with these instance limits.
+pub fn plugin_simulation_with(
+    plugin: &PluginModule,
+    scenario: &Scenario,
+    config: InstanceConfig,
+) -> Result<PluginSimulation, SimulateError> {
+    let fleet = SharedFleet::new(scenario);
+    let driver =
+        PluginDriver::with_config(plugin, fleet.clone(), config).map_err(SimulateError::Plugin)?;
+    Simulation::with_fleet(scenario, driver, fleet).map_err(SimulateError::Scenario)
+}
+
 /// [`waverun_core::sim::simulate`] with the engine running as `plugin` in wasmtime.
 pub fn simulate_plugin(
     plugin: &PluginModule,
     scenario: &Scenario,
 ) -> Result<SimulationReport, SimulateError> {
-    let driver = PluginDriver::new(plugin).map_err(SimulateError::Plugin)?;
-    let mut sim = Simulation::with_engine(scenario, driver).map_err(SimulateError::Scenario)?;
+    let mut sim = plugin_simulation(plugin, scenario)?;
     sim.run_to_end();
     if let Some(e) = sim.driver().failure.take() {
         return Err(SimulateError::Plugin(e));

@@ -20,7 +20,8 @@
 //! - [`host`]: the traits the daemon implements ([`Clock`], [`ClusterProvider`],
 //!   [`Persistence`]) and in-memory implementations.
 //! - [`PluginDriver`]: the plugin as a [`waverun_core::sim::EngineDriver`], so the simulator can
-//!   run a scenario through it and compare with the native engine.
+//!   run a scenario through it and compare with the native engine ([`plugin_simulation`]); its
+//!   cluster provider is the simulated fleet ([`SimulatedCluster`]).
 
 pub mod cache;
 mod driver;
@@ -29,7 +30,8 @@ pub mod host;
 mod instance;
 
 pub use cache::CacheStatus;
-pub use driver::{core_error, simulate_plugin, PluginDriver, SimulateError};
+pub use driver::{core_error, plugin_simulation, plugin_simulation_with, simulate_plugin};
+pub use driver::{PluginDriver, PluginSimulation, SimulateError, SimulatedCluster};
 pub use error::{CallKind, GuestError, PluginError, Trap, TrapKind};
 pub use host::{
     timestamp_ms, Clock, ClusterProvider, LogSink, ManualClock, MemoryLog, MemoryPersistence,
