@@ -27,7 +27,12 @@
 //! A refused command returns an [`Error`] (stable [`ErrorCode`], message naming the field or
 //! the state that forbids it) and changes nothing. [`drive`] is this loop written once (deliver,
 //! hand every output to the host's surroundings, deliver what they answer at once); the
-//! simulator, the plugin and the tests use it.
+//! simulator, the plugin and the tests use it. The simulator's clock steps the engine and its
+//! [`sim::Fleet`] together; an engine behind a host ABI submits its upgrades to that same fleet
+//! through its cluster provider ([`sim::SharedFleet`]), so no upgrade turns back into an output.
+//!
+//! The run tree keeps what a stage and a group share — status, phase, gates, concurrency cap
+//! and failure budget — once, in one `Tier` (`engine/tree.rs`).
 //!
 //! ## Inside: handlers change state, one `settle` drives progress
 //! Inside `handle_input`, every due timer fires first, then the input is applied. A timer, a
@@ -58,6 +63,7 @@
 //! A run waits when a phase cannot complete: a Pending gate, a running wait, members in flight
 //! or waiting. Whatever can end the wait — a timer, an upgrade result, an approval, a release,
 //! a lease freed — is an input that touches the run again.
+//!
 //! ## Time
 //! Time is a value: every input carries `now` (a UTC [`Timestamp`]). Before handling an input
 //! the engine fires every timer due at `now`, so an input always meets an up-to-date engine.

@@ -1,8 +1,13 @@
-//! The waverun host: reading files for the CLI (and, later, the daemon), and the runtime that
-//! runs the engine as a WebAssembly plugin in wasmtime ([`runtime`]).
+//! The waverun host: reading files for the CLI (and, later, the daemon), the runtime that
+//! runs the engine as a WebAssembly plugin in wasmtime ([`runtime`]), and the daemon's store
+//! ([`store`]).
+//!
+//! Rooms and the way their imports point: `store` (and the providers, later) implement the
+//! traits of `runtime`; `runtime` imports none of them.
 #![warn(missing_docs)]
 
 pub mod runtime;
+pub mod store;
 
 use serde::de::DeserializeOwned;
 use std::io::Read;

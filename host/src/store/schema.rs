@@ -1,0 +1,75 @@
+//! The schema, one for every backend (`shared/spec/store.md`), and its forward migrations.
+//! Version 1 is the first; a later version adds a migration here and raises
+//! [`SCHEMA_VERSION`]. A database of a newer version than this build knows is refused.
+
+/// The newest schema version this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The migrations, in order: `MIGRATIONS[i]` takes a database from version `i` to `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 0 → 1: the first schema.
+    r#"
+CREATE TABLE meta (
+    key         TEXT PRIMARY KEY,
+    value       TEXT NOT NULL,
+    epoch       INTEGER NOT NULL
+);
+CREATE TABLE journal (
+    seq         INTEGER PRIMARY KEY,
+    now_ms      INTEGER,
+    record      BLOB NOT NULL,
+    epoch       INTEGER NOT NULL
+);
+CREATE TABLE snapshots (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    journal_seq INTEGER NOT NULL,
+    module_hash TEXT NOT NULL,
+    bytes       BLOB NOT NULL,
+    epoch       INTEGER NOT NULL
+);
+CREATE TABLE operations (
+    id                    TEXT PRIMARY KEY,
+    member                TEXT NOT NULL,
+    provider              TEXT NOT NULL,
+    request               TEXT NOT NULL,
+    state                 TEXT NOT NULL CHECK (state IN ('intent', 'sent', 'done', 'uncertain')),
+    provider_operation_id TEXT,
+    attempts              INTEGER NOT NULL DEFAULT 0,
+    last_error            TEXT,
+    epoch                 INTEGER NOT NULL
+);
+CREATE INDEX operations_by_state ON operations (state, id);
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms       INTEGER NOT NULL,
+    run         TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    epoch       INTEGER NOT NULL
+);
+CREATE INDEX events_by_run ON events (run, seq);
+CREATE TABLE resources (
+    kind             TEXT NOT NULL,
+    name             TEXT NOT NULL,
+    etag             TEXT NOT NULL,
+    created_by       TEXT NOT NULL,
+    created_at       TEXT NOT NULL,
+    last_modified_by TEXT NOT NULL,
+    last_modified_at TEXT NOT NULL,
+    body             TEXT,
+    epoch            INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+CREATE TABLE audit (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    at          TEXT NOT NULL,
+    who         TEXT NOT NULL,
+    action      TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    request_id  TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    detail      TEXT,
+    epoch       INTEGER NOT NULL
+);
+"#,
+];

@@ -1,0 +1,629 @@
+//! The SQLite backend (the embedded default): one database file, WAL, `synchronous=FULL`, one
+//! writer ([`SqliteStore`], `BEGIN IMMEDIATE` for every write), read-only connections for the
+//! API ([`SqliteReader`]), an explicit busy timeout, `wal_checkpoint(TRUNCATE)` after each
+//! snapshot and `integrity_check` after an unclean shutdown.
+
+use super::schema::{MIGRATIONS, SCHEMA_VERSION};
+use super::{meta, AuditRow, Committed, EventRow, JournalRecord, NewAudit, NewEvent};
+use super::{OperationRow, OperationState, OperationUpdate, ResourceMeta, SnapshotRecord};
+use super::{Step, Store, StoreError, StoreRead};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a statement waits for a lock held by another connection before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn db(e: rusqlite::Error) -> StoreError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+            StoreError::Corrupt(format!("not an SQLite database ({e})"))
+        }
+        _ => StoreError::Database(e.to_string()),
+    }
+}
+
+/// The writer: owns the database file of one fleet.
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    /// The previous process did not close the database (its integrity was checked at open).
+    recovered: bool,
+}
+
+/// A read-only connection to the same file, for API handlers and the SSE stream.
+pub struct SqliteReader {
+    conn: Connection,
+}
+
+impl SqliteStore {
+    /// Opens (creating it if needed) the database at `path`: migrates an older schema forward,
+    /// refuses a newer one, and checks integrity if the last process did not close it.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path).map_err(db)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(db)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Database(format!(
+                "{}: cannot use write-ahead logging (journal_mode is {mode})",
+                path.display()
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
+        let mut store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+            recovered: false,
+        };
+        store.migrate()?;
+        let clean = store.meta(meta::CLEAN_SHUTDOWN)?;
+        if clean.as_deref() == Some("0") {
+            store.recovered = true;
+            let check: String = store
+                .conn
+                .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+                .map_err(db)?;
+            if check != "ok" {
+                return Err(StoreError::Corrupt(format!(
+                    "{}: integrity_check after an unclean shutdown: {check}",
+                    path.display()
+                )));
+            }
+        }
+        store.set_meta(meta::CLEAN_SHUTDOWN, "0")?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the previous process left without closing the database.
+    pub fn recovered_from_unclean_shutdown(&self) -> bool {
+        self.recovered
+    }
+
+    /// A read-only connection to the same database.
+    pub fn reader(&self) -> Result<SqliteReader, StoreError> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(db)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
+        Ok(SqliteReader { conn })
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let tables: Vec<String> = {
+            let mut st = self
+                .conn
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+                .map_err(db)?;
+            let rows = st.query_map([], |r| r.get(0)).map_err(db)?;
+            rows.collect::<Result<_, _>>().map_err(db)?
+        };
+        let version = if tables.iter().any(|t| t == "meta") {
+            let v = read_meta(&self.conn, meta::SCHEMA_VERSION)?;
+            let v = v.ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "{}: no schema_version in meta",
+                    self.path.display()
+                ))
+            })?;
+            v.parse::<u32>().map_err(|_| {
+                StoreError::Corrupt(format!("{}: schema_version {v:?}", self.path.display()))
+            })?
+        } else if tables.iter().any(|t| !t.starts_with("sqlite_")) {
+            return Err(StoreError::Corrupt(format!(
+                "{}: an SQLite database, but not waverun's (tables: {})",
+                self.path.display(),
+                tables.join(", ")
+            )));
+        } else {
+            0
+        };
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for (from, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db)?;
+            tx.execute_batch(sql).map_err(db)?;
+            upsert_meta(&tx, meta::SCHEMA_VERSION, &(from + 1).to_string(), 0)?;
+            tx.commit().map_err(db)?;
+        }
+        Ok(())
+    }
+}
+
+fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()
+        .map_err(db)
+}
+
+fn upsert_meta(conn: &Connection, key: &str, value: &str, epoch: u64) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO meta (key, value, epoch) VALUES (?1, ?2, ?3)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, epoch = excluded.epoch",
+        params![key, value, epoch as i64],
+    )
+    .map_err(db)?;
+    Ok(())
+}
+
+fn last_journal_seq(conn: &Connection) -> Result<u64, StoreError> {
+    let seq: i64 = conn
+        .query_row(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM journal), 0),
+                        COALESCE((SELECT journal_seq FROM snapshots WHERE id = 1), 0))",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db)?;
+    Ok(seq as u64)
+}
+
+fn update_operation(conn: &Connection, u: &OperationUpdate, epoch: u64) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE operations SET state = ?2,
+             provider_operation_id = COALESCE(?3, provider_operation_id),
+             last_error = ?4, attempts = attempts + ?5, epoch = ?6
+         WHERE id = ?1",
+        params![
+            u.id,
+            u.state.as_str(),
+            u.provider_operation_id,
+            u.last_error,
+            i64::from(u.attempted),
+            epoch as i64
+        ],
+    )
+    .map_err(db)?;
+    Ok(())
+}
+
+impl Store for SqliteStore {
+    fn epoch(&self) -> u64 {
+        0
+    }
+
+    fn commit(&mut self, step: &Step) -> Result<Committed, StoreError> {
+        let epoch = self.epoch() as i64;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        let mut last = last_journal_seq(&tx)?;
+        for r in &step.journal {
+            if r.seq != last + 1 {
+                return Err(StoreError::Invalid(format!(
+                    "journal record {} does not follow {last}",
+                    r.seq
+                )));
+            }
+            tx.execute(
+                "INSERT INTO journal (seq, now_ms, record, epoch) VALUES (?1, ?2, ?3, ?4)",
+                params![r.seq as i64, r.now_ms, r.record, epoch],
+            )
+            .map_err(db)?;
+            last = r.seq;
+        }
+        if let Some(s) = &step.snapshot {
+            let stored: Option<i64> = tx
+                .query_row("SELECT journal_seq FROM snapshots WHERE id = 1", [], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(db)?;
+            if stored.is_some_and(|j| j as u64 > s.journal_seq) || s.journal_seq > last {
+                return Err(StoreError::Invalid(format!(
+                    "snapshot at journal seq {} (stored snapshot {:?}, last record {last})",
+                    s.journal_seq, stored
+                )));
+            }
+            tx.execute(
+                "INSERT INTO snapshots (id, journal_seq, module_hash, bytes, epoch)
+                 VALUES (1, ?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET journal_seq = excluded.journal_seq,
+                     module_hash = excluded.module_hash, bytes = excluded.bytes,
+                     epoch = excluded.epoch",
+                params![s.journal_seq as i64, s.module_hash, s.bytes, epoch],
+            )
+            .map_err(db)?;
+            tx.execute(
+                "DELETE FROM journal WHERE seq <= ?1",
+                [s.journal_seq as i64],
+            )
+            .map_err(db)?;
+        }
+        let mut committed = Committed::default();
+        for e in &step.events {
+            tx.execute(
+                "INSERT INTO events (at_ms, run, kind, data, epoch) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![e.at_ms, e.run, e.kind, e.data, epoch],
+            )
+            .map_err(db)?;
+            let seq = tx.last_insert_rowid() as u64;
+            committed.first_event_seq.get_or_insert(seq);
+            committed.last_event_seq = Some(seq);
+        }
+        for o in &step.operations {
+            tx.execute(
+                "INSERT INTO operations (id, member, provider, request, state, epoch)
+                 VALUES (?1, ?2, ?3, ?4, 'intent', ?5) ON CONFLICT (id) DO NOTHING",
+                params![o.id, o.member, o.provider, o.request, epoch],
+            )
+            .map_err(db)?;
+        }
+        for u in &step.operation_updates {
+            update_operation(&tx, u, epoch as u64)?;
+        }
+        for r in &step.resources {
+            tx.execute(
+                "INSERT INTO resources (kind, name, etag, created_by, created_at,
+                     last_modified_by, last_modified_at, body, epoch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (kind, name) DO UPDATE SET etag = excluded.etag,
+                     created_by = excluded.created_by, created_at = excluded.created_at,
+                     last_modified_by = excluded.last_modified_by,
+                     last_modified_at = excluded.last_modified_at, body = excluded.body,
+                     epoch = excluded.epoch",
+                params![
+                    r.kind,
+                    r.name,
+                    r.etag,
+                    r.created_by,
+                    r.created_at,
+                    r.last_modified_by,
+                    r.last_modified_at,
+                    r.body,
+                    epoch
+                ],
+            )
+            .map_err(db)?;
+        }
+        for (kind, name) in &step.deleted_resources {
+            tx.execute(
+                "DELETE FROM resources WHERE kind = ?1 AND name = ?2",
+                params![kind, name],
+            )
+            .map_err(db)?;
+        }
+        for a in &step.audit {
+            tx.execute(
+                "INSERT INTO audit (at, who, action, target, request_id, outcome, detail, epoch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    a.at,
+                    a.who,
+                    a.action,
+                    a.target,
+                    a.request_id,
+                    a.outcome,
+                    a.detail,
+                    epoch
+                ],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)?;
+        if step.snapshot.is_some() {
+            // The journal shrank: give the WAL back. A reader in the way only delays it.
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+        Ok(committed)
+    }
+
+    fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        let epoch = self.epoch();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        upsert_meta(&tx, key, value, epoch)?;
+        tx.commit().map_err(db)
+    }
+
+    fn update_operations(&mut self, updates: &[OperationUpdate]) -> Result<(), StoreError> {
+        let epoch = self.epoch();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        for u in updates {
+            update_operation(&tx, u, epoch)?;
+        }
+        tx.commit().map_err(db)
+    }
+
+    fn close(&mut self) -> Result<(), StoreError> {
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        self.set_meta(meta::CLEAN_SHUTDOWN, "1")
+    }
+}
+
+macro_rules! reads_on_conn {
+    ($t:ty) => {
+        impl StoreRead for $t {
+            fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+                read_meta(&self.conn, key)
+            }
+            fn snapshot(&self) -> Result<Option<SnapshotRecord>, StoreError> {
+                reads::snapshot(&self.conn)
+            }
+            fn journal_after(&self, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+                reads::journal_after(&self.conn, after)
+            }
+            fn last_journal_seq(&self) -> Result<u64, StoreError> {
+                last_journal_seq(&self.conn)
+            }
+            fn journal_len(&self) -> Result<u64, StoreError> {
+                reads::count(&self.conn, "SELECT COUNT(*) FROM journal")
+            }
+            fn operation(&self, id: &str) -> Result<Option<OperationRow>, StoreError> {
+                reads::operation(&self.conn, id)
+            }
+            fn operations_in(
+                &self,
+                states: &[OperationState],
+            ) -> Result<Vec<OperationRow>, StoreError> {
+                reads::operations_in(&self.conn, states)
+            }
+            fn events_after(
+                &self,
+                after: u64,
+                run: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<EventRow>, StoreError> {
+                reads::events_after(&self.conn, after, run, limit)
+            }
+            fn last_event_seq(&self) -> Result<u64, StoreError> {
+                reads::count(&self.conn, "SELECT COALESCE(MAX(seq), 0) FROM events")
+            }
+            fn resource(&self, kind: &str, name: &str) -> Result<Option<ResourceMeta>, StoreError> {
+                reads::resource(&self.conn, kind, name)
+            }
+            fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError> {
+                reads::resources(&self.conn, kind)
+            }
+            fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
+                reads::audit_after(&self.conn, after, limit)
+            }
+        }
+    };
+}
+
+reads_on_conn!(SqliteStore);
+reads_on_conn!(SqliteReader);
+
+/// The queries behind [`StoreRead`], shared by the writer and the readers.
+mod reads {
+    use super::*;
+    use rusqlite::Row;
+
+    pub(super) fn count(conn: &Connection, sql: &str) -> Result<u64, StoreError> {
+        let n: i64 = conn.query_row(sql, [], |r| r.get(0)).map_err(db)?;
+        Ok(n as u64)
+    }
+
+    pub(super) fn snapshot(conn: &Connection) -> Result<Option<SnapshotRecord>, StoreError> {
+        conn.query_row(
+            "SELECT journal_seq, module_hash, bytes FROM snapshots WHERE id = 1",
+            [],
+            |r| {
+                Ok(SnapshotRecord {
+                    journal_seq: r.get::<_, i64>(0)? as u64,
+                    module_hash: r.get(1)?,
+                    bytes: r.get(2)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(db)
+    }
+
+    pub(super) fn journal_after(
+        conn: &Connection,
+        after: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let mut st = conn
+            .prepare_cached("SELECT seq, now_ms, record FROM journal WHERE seq > ?1 ORDER BY seq")
+            .map_err(db)?;
+        let rows = st
+            .query_map([after as i64], |r| {
+                Ok(JournalRecord {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    now_ms: r.get(1)?,
+                    record: r.get(2)?,
+                })
+            })
+            .map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
+    fn operation_row(r: &Row<'_>) -> rusqlite::Result<(OperationRow, String)> {
+        let state: String = r.get(4)?;
+        Ok((
+            OperationRow {
+                id: r.get(0)?,
+                member: r.get(1)?,
+                provider: r.get(2)?,
+                request: r.get(3)?,
+                state: OperationState::Intent,
+                provider_operation_id: r.get(5)?,
+                attempts: r.get::<_, i64>(6)? as u32,
+                last_error: r.get(7)?,
+                epoch: r.get::<_, i64>(8)? as u64,
+            },
+            state,
+        ))
+    }
+
+    fn with_state((mut row, state): (OperationRow, String)) -> Result<OperationRow, StoreError> {
+        row.state = OperationState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("operation {}: state {state:?}", row.id)))?;
+        Ok(row)
+    }
+
+    const OPERATION_COLUMNS: &str = "id, member, provider, request, state, \
+        provider_operation_id, attempts, last_error, epoch";
+
+    pub(super) fn operation(
+        conn: &Connection,
+        id: &str,
+    ) -> Result<Option<OperationRow>, StoreError> {
+        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = ?1");
+        let row = conn
+            .query_row(&sql, [id], operation_row)
+            .optional()
+            .map_err(db)?;
+        row.map(with_state).transpose()
+    }
+
+    pub(super) fn operations_in(
+        conn: &Connection,
+        states: &[OperationState],
+    ) -> Result<Vec<OperationRow>, StoreError> {
+        let sql =
+            format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE state = ?1 ORDER BY id");
+        let mut st = conn.prepare_cached(&sql).map_err(db)?;
+        let mut out = Vec::new();
+        for s in states {
+            let rows = st.query_map([s.as_str()], operation_row).map_err(db)?;
+            for r in rows {
+                out.push(with_state(r.map_err(db)?)?);
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    pub(super) fn events_after(
+        conn: &Connection,
+        after: u64,
+        run: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let map = |r: &Row<'_>| {
+            Ok(EventRow {
+                seq: r.get::<_, i64>(0)? as u64,
+                event: NewEvent {
+                    at_ms: r.get(1)?,
+                    run: r.get(2)?,
+                    kind: r.get(3)?,
+                    data: r.get(4)?,
+                },
+            })
+        };
+        let rows = match run {
+            Some(run) => {
+                let mut st = conn
+                    .prepare_cached(
+                        "SELECT seq, at_ms, run, kind, data FROM events
+                         WHERE run = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                    )
+                    .map_err(db)?;
+                let rows = st
+                    .query_map(params![run, after as i64, limit], map)
+                    .map_err(db)?;
+                rows.collect::<Result<Vec<_>, _>>()
+            }
+            None => {
+                let mut st = conn
+                    .prepare_cached(
+                        "SELECT seq, at_ms, run, kind, data FROM events
+                         WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                    )
+                    .map_err(db)?;
+                let rows = st
+                    .query_map(params![after as i64, limit], map)
+                    .map_err(db)?;
+                rows.collect::<Result<Vec<_>, _>>()
+            }
+        };
+        rows.map_err(db)
+    }
+
+    const RESOURCE_COLUMNS: &str = "kind, name, etag, created_by, created_at, \
+        last_modified_by, last_modified_at, body";
+
+    fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceMeta> {
+        Ok(ResourceMeta {
+            kind: r.get(0)?,
+            name: r.get(1)?,
+            etag: r.get(2)?,
+            created_by: r.get(3)?,
+            created_at: r.get(4)?,
+            last_modified_by: r.get(5)?,
+            last_modified_at: r.get(6)?,
+            body: r.get(7)?,
+        })
+    }
+
+    pub(super) fn resource(
+        conn: &Connection,
+        kind: &str,
+        name: &str,
+    ) -> Result<Option<ResourceMeta>, StoreError> {
+        let sql = format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = ?1 AND name = ?2");
+        conn.query_row(&sql, params![kind, name], resource_row)
+            .optional()
+            .map_err(db)
+    }
+
+    pub(super) fn resources(
+        conn: &Connection,
+        kind: &str,
+    ) -> Result<Vec<ResourceMeta>, StoreError> {
+        let sql = format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = ?1 ORDER BY name");
+        let mut st = conn.prepare_cached(&sql).map_err(db)?;
+        let rows = st.query_map([kind], resource_row).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
+    pub(super) fn audit_after(
+        conn: &Connection,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<AuditRow>, StoreError> {
+        let mut st = conn
+            .prepare_cached(
+                "SELECT seq, at, who, action, target, request_id, outcome, detail FROM audit
+                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .map_err(db)?;
+        let rows = st
+            .query_map(params![after as i64, limit], |r| {
+                Ok(AuditRow {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    entry: NewAudit {
+                        at: r.get(1)?,
+                        who: r.get(2)?,
+                        action: r.get(3)?,
+                        target: r.get(4)?,
+                        request_id: r.get(5)?,
+                        outcome: r.get(6)?,
+                        detail: r.get(7)?,
+                    },
+                })
+            })
+            .map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+}

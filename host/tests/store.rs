@@ -1,0 +1,380 @@
+//! The SQLite store on real files in a temp directory: a step is all or nothing, survives a
+//! reopen, compacts the journal under a snapshot, numbers events for good, refuses databases it
+//! cannot read, and notices an unclean shutdown.
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use waverun_host::store::{
+    meta, JournalRecord, NewAudit, NewEvent, OperationIntent, OperationState, OperationUpdate,
+    ResourceMeta, SnapshotRecord, SqliteStore, Step, Store, StoreError, StoreRead, SCHEMA_VERSION,
+};
+
+fn db_in(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("waverun.db")
+}
+
+fn record(seq: u64) -> JournalRecord {
+    JournalRecord {
+        seq,
+        now_ms: Some(1_000 * seq as i64),
+        record: format!(r#"{{"seq":{seq},"now":"2026-12-01T00:00:0{seq}Z","input":"timeout"}}"#)
+            .into_bytes(),
+    }
+}
+
+fn event(kind: &str, run: &str) -> NewEvent {
+    NewEvent {
+        at_ms: 5,
+        run: run.to_string(),
+        kind: kind.to_string(),
+        data: format!(r#"{{"kind":"{kind}","run":"{run}"}}"#),
+    }
+}
+
+fn intent(id: &str) -> OperationIntent {
+    OperationIntent {
+        id: id.to_string(),
+        member: id.rsplit('/').next().unwrap().to_string(),
+        provider: "simulated".to_string(),
+        request: format!(r#"{{"operationId":"{id}"}}"#),
+    }
+}
+
+fn resource(name: &str, etag: &str) -> ResourceMeta {
+    ResourceMeta {
+        kind: "updateRuns".to_string(),
+        name: name.to_string(),
+        etag: etag.to_string(),
+        created_by: "ops".to_string(),
+        created_at: "2026-12-01T00:00:00Z".to_string(),
+        last_modified_by: "ops".to_string(),
+        last_modified_at: "2026-12-01T00:00:01Z".to_string(),
+        body: None,
+    }
+}
+
+fn audit(action: &str) -> NewAudit {
+    NewAudit {
+        at: "2026-12-01T00:00:00Z".to_string(),
+        who: "ops".to_string(),
+        action: action.to_string(),
+        target: "/fleets/default/updateRuns/r1".to_string(),
+        request_id: "req-1".to_string(),
+        outcome: "ok".to_string(),
+        detail: None,
+    }
+}
+
+fn full_step() -> Step {
+    Step {
+        journal: vec![record(1), record(2)],
+        events: vec![event("RunStarted", "r1"), event("MemberStarted", "r1")],
+        operations: vec![intent("r1/m1")],
+        resources: vec![resource("r1", "\"e1\"")],
+        audit: vec![audit("updateRuns.start")],
+        ..Step::default()
+    }
+}
+
+/// Everything a test compares: the whole readable content of a store.
+fn contents(s: &dyn StoreRead) -> String {
+    format!(
+        "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        s.snapshot().unwrap(),
+        s.journal_after(0).unwrap(),
+        s.events_after(0, None, 1000).unwrap(),
+        s.operations_in(&[
+            OperationState::Intent,
+            OperationState::Sent,
+            OperationState::Done,
+            OperationState::Uncertain
+        ])
+        .unwrap(),
+        s.resources("updateRuns").unwrap(),
+        s.audit_after(0, 1000).unwrap(),
+    )
+}
+
+#[test]
+fn a_committed_step_reads_back_whole_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let mut store = SqliteStore::open(&path).unwrap();
+    let c = store.commit(&full_step()).unwrap();
+    assert_eq!((c.first_event_seq, c.last_event_seq), (Some(1), Some(2)));
+    let before = contents(&store);
+    store.close().unwrap();
+    drop(store);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert!(!store.recovered_from_unclean_shutdown());
+    assert_eq!(contents(&store), before);
+    assert_eq!(store.journal_after(1).unwrap(), vec![record(2)]);
+    assert_eq!(store.last_journal_seq().unwrap(), 2);
+    let op = store.operation("r1/m1").unwrap().unwrap();
+    assert_eq!(op.state, OperationState::Intent);
+    assert_eq!(op.attempts, 0);
+    assert_eq!(
+        store.resource("updateRuns", "r1").unwrap().unwrap().etag,
+        "\"e1\""
+    );
+    assert_eq!(
+        store.audit_after(0, 10).unwrap()[0].entry.action,
+        "updateRuns.start"
+    );
+    assert_eq!(
+        store.meta(meta::SCHEMA_VERSION).unwrap(),
+        Some(SCHEMA_VERSION.to_string())
+    );
+}
+
+#[test]
+fn a_step_that_breaks_a_rule_writes_nothing_of_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&db_in(&dir)).unwrap();
+    store.commit(&full_step()).unwrap();
+    let before = contents(&store);
+    // A gap in the journal (3 is missing), with events, an operation and an audit row that
+    // must not be written either.
+    let bad = Step {
+        journal: vec![record(4)],
+        events: vec![event("MemberCompleted", "r1")],
+        operations: vec![intent("r1/m2")],
+        audit: vec![audit("updateRuns.stop")],
+        ..Step::default()
+    };
+    match store.commit(&bad) {
+        Err(StoreError::Invalid(m)) => assert!(m.contains("4 does not follow 2"), "{m}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    assert_eq!(contents(&store), before);
+    // A snapshot that claims records the journal does not have.
+    let bad = Step {
+        snapshot: Some(SnapshotRecord {
+            journal_seq: 9,
+            module_hash: "h".to_string(),
+            bytes: b"{}".to_vec(),
+        }),
+        events: vec![event("MemberCompleted", "r1")],
+        ..Step::default()
+    };
+    assert!(matches!(store.commit(&bad), Err(StoreError::Invalid(_))));
+    assert_eq!(contents(&store), before);
+}
+
+#[test]
+fn a_snapshot_replaces_the_last_one_and_compacts_the_journal_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&db_in(&dir)).unwrap();
+    store.commit(&full_step()).unwrap();
+    let snap = |seq: u64| SnapshotRecord {
+        journal_seq: seq,
+        module_hash: "sha256:abc".to_string(),
+        bytes: format!(r#"{{"journalSeq":{seq}}}"#).into_bytes(),
+    };
+    store
+        .commit(&Step {
+            journal: vec![record(3)],
+            snapshot: Some(snap(3)),
+            ..Step::default()
+        })
+        .unwrap();
+    assert_eq!(store.journal_len().unwrap(), 0);
+    assert_eq!(store.last_journal_seq().unwrap(), 3);
+    assert_eq!(store.snapshot().unwrap(), Some(snap(3)));
+    // The journal goes on after the snapshot; an older snapshot is refused.
+    store
+        .commit(&Step {
+            journal: vec![record(4)],
+            ..Step::default()
+        })
+        .unwrap();
+    assert_eq!(store.journal_after(3).unwrap(), vec![record(4)]);
+    let older = Step {
+        snapshot: Some(snap(2)),
+        ..Step::default()
+    };
+    assert!(matches!(store.commit(&older), Err(StoreError::Invalid(_))));
+    assert_eq!(store.snapshot().unwrap(), Some(snap(3)));
+}
+
+#[test]
+fn event_numbers_keep_increasing_across_restarts_and_filter_by_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let mut store = SqliteStore::open(&path).unwrap();
+    store.commit(&full_step()).unwrap();
+    drop(store); // no close: as after a kill
+    let mut store = SqliteStore::open(&path).unwrap();
+    let c = store
+        .commit(&Step {
+            events: vec![event("RunCreated", "r2"), event("MemberCompleted", "r1")],
+            ..Step::default()
+        })
+        .unwrap();
+    assert_eq!((c.first_event_seq, c.last_event_seq), (Some(3), Some(4)));
+    assert_eq!(store.last_event_seq().unwrap(), 4);
+    let seqs = |run: Option<&str>, after: u64, limit: u32| -> Vec<u64> {
+        let rows = store.events_after(after, run, limit).unwrap();
+        rows.iter().map(|r| r.seq).collect()
+    };
+    assert_eq!(seqs(None, 0, 100), vec![1, 2, 3, 4]);
+    assert_eq!(seqs(Some("r1"), 0, 100), vec![1, 2, 4]);
+    assert_eq!(seqs(Some("r1"), 2, 100), vec![4]);
+    assert_eq!(seqs(None, 1, 2), vec![2, 3]);
+}
+
+#[test]
+fn an_operation_goes_from_intent_to_sent_to_done_and_a_repeated_intent_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&db_in(&dir)).unwrap();
+    store.commit(&full_step()).unwrap();
+    store
+        .update_operations(&[OperationUpdate {
+            id: "r1/m1".to_string(),
+            state: OperationState::Sent,
+            provider_operation_id: Some("p-17".to_string()),
+            last_error: None,
+            attempted: true,
+        }])
+        .unwrap();
+    // The same intent again (a replay after a crash): the row keeps its state.
+    store
+        .commit(&Step {
+            operations: vec![intent("r1/m1")],
+            ..Step::default()
+        })
+        .unwrap();
+    let op = store.operation("r1/m1").unwrap().unwrap();
+    assert_eq!(
+        (op.state, op.attempts, op.provider_operation_id.as_deref()),
+        (OperationState::Sent, 1, Some("p-17"))
+    );
+    store
+        .commit(&Step {
+            journal: vec![record(3)],
+            operation_updates: vec![OperationUpdate {
+                id: "r1/m1".to_string(),
+                state: OperationState::Done,
+                provider_operation_id: None,
+                last_error: None,
+                attempted: false,
+            }],
+            ..Step::default()
+        })
+        .unwrap();
+    let op = store.operation("r1/m1").unwrap().unwrap();
+    assert_eq!(op.state, OperationState::Done);
+    assert_eq!(op.provider_operation_id.as_deref(), Some("p-17"), "kept");
+    assert!(store
+        .operations_in(&[OperationState::Intent, OperationState::Sent])
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_reader_sees_each_step_whole_and_every_row_carries_the_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let mut store = SqliteStore::open(&path).unwrap();
+    let reader = store.reader().unwrap();
+    assert_eq!(reader.last_event_seq().unwrap(), 0);
+    store.commit(&full_step()).unwrap();
+    assert_eq!(contents(&reader), contents(&store));
+    assert_eq!(store.epoch(), 0);
+    let raw = Connection::open(&path).unwrap();
+    for table in [
+        "meta",
+        "journal",
+        "operations",
+        "events",
+        "resources",
+        "audit",
+    ] {
+        let (rows, zero): (i64, i64) = raw
+            .query_row(
+                &format!("SELECT COUNT(*), COUNT(*) FILTER (WHERE epoch = 0) FROM {table}"),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert!(rows > 0, "{table} has rows");
+        assert_eq!(rows, zero, "{table}: every row has epoch 0");
+    }
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+fn open_err(path: &Path) -> String {
+    match SqliteStore::open(path) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_database_written_by_a_newer_waverun_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let mut store = SqliteStore::open(&path).unwrap();
+    store.commit(&full_step()).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+    drop(raw);
+    let e = open_err(&path);
+    assert!(e.contains("newer waverun"), "{e}");
+    assert!(e.contains("schema version 99"), "{e}");
+    assert!(e.contains(&format!("up to {SCHEMA_VERSION}")), "{e}");
+    let raw = Connection::open(&path).unwrap();
+    let v: String = raw
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, "99", "not downgraded");
+}
+
+#[test]
+fn files_that_are_not_a_waverun_database_are_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
+    let e = open_err(&garbage);
+    assert!(
+        e.contains("damaged") && e.contains("not an SQLite database"),
+        "{e}"
+    );
+
+    let other = dir.path().join("other.db");
+    Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE accounts (id INTEGER)")
+        .unwrap();
+    let e = open_err(&other);
+    assert!(e.contains("not waverun's") && e.contains("accounts"), "{e}");
+}
+
+#[test]
+fn an_unclean_shutdown_is_noticed_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let store = SqliteStore::open(&path).unwrap();
+    assert!(!store.recovered_from_unclean_shutdown(), "a new database");
+    drop(store); // not closed
+    let mut store = SqliteStore::open(&path).unwrap();
+    assert!(store.recovered_from_unclean_shutdown());
+    store.close().unwrap();
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert!(!store.recovered_from_unclean_shutdown());
+}
