@@ -2,10 +2,12 @@
 //! runs the engine as a WebAssembly plugin in wasmtime ([`runtime`]), and the daemon's store
 //! ([`store`]).
 //!
-//! Rooms and the way their imports point: `store` (and the providers, later) implement the
-//! traits of `runtime`; `runtime` imports none of them.
+//! Rooms and the way their imports point: `daemon` (the engine of a fleet) → `runtime` and
+//! `store`; `store` (and the providers, later) implement what `runtime` and `daemon` need;
+//! `runtime` imports none of them.
 #![warn(missing_docs)]
 
+pub mod daemon;
 pub mod runtime;
 pub mod store;
 

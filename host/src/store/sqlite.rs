@@ -29,6 +29,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// The previous process did not close the database (its integrity was checked at open).
     recovered: bool,
+    /// Fault injection: the next commit writes everything, then rolls back and fails.
+    fail_next_commit: bool,
 }
 
 /// A read-only connection to the same file, for API handlers and the SSE stream.
@@ -58,6 +60,7 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             recovered: false,
+            fail_next_commit: false,
         };
         store.migrate()?;
         let clean = store.meta(meta::CLEAN_SHUTDOWN)?;
@@ -86,6 +89,12 @@ impl SqliteStore {
     /// Whether the previous process left without closing the database.
     pub fn recovered_from_unclean_shutdown(&self) -> bool {
         self.recovered
+    }
+
+    /// Fault injection for crash tests: the next [`Store::commit`] runs every statement of
+    /// its step, then rolls back and fails as a full disk would.
+    pub fn fail_next_commit(&mut self) {
+        self.fail_next_commit = true;
     }
 
     /// A read-only connection to the same database.
@@ -317,6 +326,12 @@ impl Store for SqliteStore {
                 ],
             )
             .map_err(db)?;
+        }
+        if std::mem::take(&mut self.fail_next_commit) {
+            tx.rollback().map_err(db)?;
+            return Err(StoreError::Database(
+                "injected fault: the commit failed (disk full)".to_string(),
+            ));
         }
         tx.commit().map_err(db)?;
         if step.snapshot.is_some() {

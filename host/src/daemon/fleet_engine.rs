@@ -1,0 +1,304 @@
+//! [`FleetEngine`]: the plugin instance and the store writer of one fleet, and the step rule
+//! between them — journal, apply, commit, then send.
+
+use super::step::{Outbox, Pending, SharedReader, StepJournal};
+use crate::runtime::host::{Clock, PluginHost};
+use crate::runtime::{InitReport, InstanceConfig, PluginError, PluginInstance, PluginModule};
+use crate::store::{
+    NewAudit, NewEvent, OperationRow, OperationState, OperationUpdate, SqliteStore, Step, Store,
+    StoreError,
+};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use waverun_core::{Command, Event, Observation, RunStatus, Timestamp};
+
+/// Why a step did not happen.
+#[derive(Debug)]
+pub enum DaemonError {
+    /// The engine refused the input (a guest error: its code, message and field).
+    Refused(PluginError),
+    /// The plugin failed (a trap it could not recover from, a broken module).
+    Plugin(PluginError),
+    /// The store failed; nothing of the step was kept, and the engine was rebuilt from the
+    /// store.
+    Store(StoreError),
+}
+
+impl fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DaemonError::Refused(e) | DaemonError::Plugin(e) => e.fmt(f),
+            DaemonError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
+impl From<StoreError> for DaemonError {
+    fn from(e: StoreError) -> DaemonError {
+        DaemonError::Store(e)
+    }
+}
+
+/// An event as committed: its sequence number in the event log (the SSE id) and the event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Provisioned {
+    /// The event log's sequence number.
+    pub seq: u64,
+    /// The event.
+    pub event: Event,
+}
+
+/// What a committed step gave: its events, numbered, and the operations to send now (recorded
+/// as `intent`, not sent before).
+#[derive(Clone, Debug, Default)]
+pub struct Applied {
+    /// The step's events, with their sequence numbers.
+    pub events: Vec<Provisioned>,
+    /// Operations to hand to their providers.
+    pub operations: Vec<OperationRow>,
+}
+
+/// One fleet's engine: the plugin in wasmtime over the SQLite store.
+pub struct FleetEngine {
+    instance: PluginInstance,
+    store: SqliteStore,
+    pending: Pending,
+    recoveries: u32,
+}
+
+fn event_row(e: &Event) -> NewEvent {
+    NewEvent {
+        at_ms: e.at.timestamp_millis(),
+        run: e.run.clone(),
+        kind: serde_json::to_value(e.kind())
+            .ok()
+            .and_then(|k| k.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        data: serde_json::to_string(e).expect("events serialise"),
+    }
+}
+
+impl FleetEngine {
+    /// Starts the fleet's engine: instantiates `module` over `store` (its persistence and its
+    /// operations), restores the committed state (snapshot and journal) and commits whatever the
+    /// start itself produced.
+    pub fn start(
+        module: &PluginModule,
+        store: SqliteStore,
+        clock: impl Clock + 'static,
+        config: InstanceConfig,
+        default_provider: &str,
+    ) -> Result<(FleetEngine, Applied), DaemonError> {
+        let pending = Pending::default();
+        let reader: SharedReader = Arc::new(Mutex::new(Box::new(store.reader()?)));
+        let journal = StepJournal::new(pending.clone(), reader.clone(), module.sha256().into());
+        let outbox = Outbox::new(pending.clone(), reader, default_provider.to_string());
+        let host = PluginHost::new(clock, outbox, journal);
+        let instance = module
+            .instantiate(host, config)
+            .map_err(DaemonError::Plugin)?;
+        let mut engine = FleetEngine {
+            instance,
+            store,
+            pending,
+            recoveries: 0,
+        };
+        let init = engine.instance.init().map_err(DaemonError::Plugin)?;
+        let applied = engine.commit(init.events, None, Vec::new())?;
+        Ok((engine, applied))
+    }
+
+    /// The store writer (for metadata the API keeps beside the engine).
+    pub fn store(&mut self) -> &mut SqliteStore {
+        &mut self.store
+    }
+
+    /// The instance (status reads, the next wakeup, fault injection in tests).
+    pub fn instance(&mut self) -> &mut PluginInstance {
+        &mut self.instance
+    }
+
+    /// How many times a trapped instance was rebuilt.
+    pub fn recoveries(&self) -> u32 {
+        self.recoveries
+    }
+
+    /// An operator command as one step, with its audit entry.
+    pub fn command(
+        &mut self,
+        command: &Command,
+        audit: Option<NewAudit>,
+    ) -> Result<Applied, DaemonError> {
+        let r = self.call(|i| i.command(command));
+        self.finish(r, None, audit)
+    }
+
+    /// An observation (an upgrade's result, a member observed) as one step. A result marks its
+    /// operation `done` in the same transaction.
+    pub fn deliver(&mut self, observation: &Observation) -> Result<Applied, DaemonError> {
+        let done = match observation {
+            Observation::UpgradeSucceeded { operation_id }
+            | Observation::UpgradeFailed { operation_id, .. } => Some(OperationUpdate {
+                id: operation_id.clone(),
+                state: OperationState::Done,
+                provider_operation_id: None,
+                last_error: None,
+                attempted: false,
+            }),
+            _ => None,
+        };
+        let r = self.call(|i| i.deliver(observation));
+        self.finish(r, done, None)
+    }
+
+    /// Time passed: the timers due now fire, as one step.
+    pub fn wake(&mut self) -> Result<Applied, DaemonError> {
+        let r = self.call(|i| i.wake());
+        self.finish(r, None, None)
+    }
+
+    /// When the engine next needs waking.
+    pub fn next_wakeup(&mut self) -> Result<Option<Timestamp>, DaemonError> {
+        let w = self.call(|i| i.next_wakeup_detail())?;
+        Ok(w.at)
+    }
+
+    /// A run's status tree.
+    pub fn status(&mut self, run: &str) -> Result<RunStatus, DaemonError> {
+        let status = self.call(|i| i.status(run).map(Some))?;
+        // Not an input: a trap is retried, never answered by a replay.
+        status.ok_or(DaemonError::Plugin(PluginError::Poisoned))
+    }
+
+    /// Marks operations sent (or uncertain) once their provider answered.
+    pub fn record_sent(&mut self, updates: &[OperationUpdate]) -> Result<(), DaemonError> {
+        Ok(self.store.update_operations(updates)?)
+    }
+
+    /// Operations recorded but not known to be finished: after a start, each is asked about
+    /// (intent: not sent, or sent just before a crash; sent; uncertain).
+    pub fn unfinished_operations(&self) -> Result<Vec<OperationRow>, DaemonError> {
+        use crate::store::StoreRead;
+        Ok(self.store.operations_in(&[
+            OperationState::Intent,
+            OperationState::Sent,
+            OperationState::Uncertain,
+        ])?)
+    }
+
+    /// Closes the store cleanly (the next start skips the integrity check).
+    pub fn shutdown(mut self) -> Result<(), DaemonError> {
+        Ok(self.store.close()?)
+    }
+
+    /// Runs a guest call; a trap is recovered once. A guest error is a refusal.
+    fn call<T: Default>(
+        &mut self,
+        mut f: impl FnMut(&mut PluginInstance) -> Result<T, PluginError>,
+    ) -> Result<T, DaemonError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let r = f(&mut self.instance);
+            let journaled = match &r {
+                Ok(_) => return r.map_err(DaemonError::Plugin),
+                Err(PluginError::Guest(_)) => return r.map_err(DaemonError::Refused),
+                Err(PluginError::Trap(t)) => t.journaled,
+                Err(PluginError::Poisoned) => false,
+                Err(_) => return r.map_err(DaemonError::Plugin),
+            };
+            if attempts > 1 {
+                return r.map_err(DaemonError::Plugin);
+            }
+            // What the guest appended before the trap was confirmed durable: keep it, then
+            // rebuild the instance from the store (the replay applies it).
+            let kept = self.pending.take();
+            self.store.commit(&kept)?;
+            self.rebuild()?;
+            if journaled {
+                return Ok(T::default());
+            }
+        }
+    }
+
+    /// Rebuilds the instance from the committed state.
+    fn rebuild(&mut self) -> Result<InitReport, DaemonError> {
+        self.recoveries += 1;
+        self.pending.take();
+        let report = self.instance.recover().map_err(DaemonError::Plugin)?;
+        let kept = self.pending.take();
+        let extra = report.events.iter().map(event_row).collect();
+        self.store.commit(&Step {
+            events: extra,
+            ..kept
+        })?;
+        Ok(report)
+    }
+
+    fn finish(
+        &mut self,
+        result: Result<Vec<Event>, DaemonError>,
+        done: Option<OperationUpdate>,
+        audit: Option<NewAudit>,
+    ) -> Result<Applied, DaemonError> {
+        match result {
+            Ok(events) => self.commit(events, done, audit.into_iter().collect()),
+            Err(DaemonError::Refused(PluginError::Guest(mut g))) => {
+                // A refused input can still have fired timers (journaled, with events).
+                let events = std::mem::take(&mut g.events);
+                let audit = audit.map(|mut a| {
+                    a.outcome = g.code.clone();
+                    a.detail = Some(g.message.clone());
+                    a
+                });
+                self.commit(events, None, audit.into_iter().collect())?;
+                Err(DaemonError::Refused(PluginError::Guest(g)))
+            }
+            Err(e) => {
+                self.pending.take();
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits the pending step with these events; on failure, rebuilds the instance so that
+    /// its state is the store's again.
+    fn commit(
+        &mut self,
+        events: Vec<Event>,
+        done: Option<OperationUpdate>,
+        audit: Vec<NewAudit>,
+    ) -> Result<Applied, DaemonError> {
+        let mut step = self.pending.take();
+        step.events = events.iter().map(event_row).collect();
+        step.operation_updates.extend(done);
+        step.audit = audit;
+        let new_ids: Vec<String> = step.operations.iter().map(|o| o.id.clone()).collect();
+        match self.store.commit(&step) {
+            Ok(c) => {
+                let events = events
+                    .into_iter()
+                    .zip(c.first_event_seq.unwrap_or(0)..)
+                    .map(|(event, seq)| Provisioned { seq, event })
+                    .collect();
+                let mut operations = Vec::new();
+                for id in new_ids {
+                    use crate::store::StoreRead;
+                    if let Some(op) = self.store.operation(&id)? {
+                        if op.state == OperationState::Intent {
+                            operations.push(op);
+                        }
+                    }
+                }
+                Ok(Applied { events, operations })
+            }
+            Err(e) => {
+                // Memory ran ahead of the disk: go back to what the store has.
+                self.rebuild()?;
+                Err(DaemonError::Store(e))
+            }
+        }
+    }
+}

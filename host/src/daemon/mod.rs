@@ -1,0 +1,19 @@
+//! The daemon (`waverun serve`): one engine per fleet, run as the plugin in wasmtime, durable on
+//! the store, driving clusters through providers. This room owns the engine side of it:
+//!
+//! - [`FleetEngine`]: the plugin instance and the store writer together. Every input is one
+//!   *step*: the guest journals it and applies it, asking for cluster operations as it goes;
+//!   the step's journal records, snapshot, events, operation intents and audit rows are then
+//!   committed to the store in one transaction, and only then do its operations go out
+//!   ([`Applied::operations`]). A commit that fails leaves nothing behind: the instance is
+//!   rebuilt from the store, so memory never runs ahead of the disk.
+//! - [`StepJournal`] and [`Outbox`]: the plugin host's persistence and cluster provider in the
+//!   daemon. They do not write or call anything themselves: they collect the step.
+//!
+//! Imports point one way: `daemon` → `runtime` and `store`; neither imports `daemon`.
+
+mod fleet_engine;
+mod step;
+
+pub use fleet_engine::{Applied, DaemonError, FleetEngine, Provisioned};
+pub use step::{Outbox, StepJournal};
