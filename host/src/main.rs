@@ -47,8 +47,8 @@ enum Cmd {
         /// wasmtime, the same decisions through the plugin ABI).
         #[arg(long, value_enum, default_value = "native")]
         engine: EngineKind,
-        /// The plugin module for `--engine wasm` (default: $WAVERUN_PLUGIN, else
-        /// target/wasm32-unknown-unknown/release/waverun_plugin.wasm). Precompiled modules are
+        /// The plugin module for `--engine wasm` (default: $WAVERUN_PLUGIN, else the plugin
+        /// built into this binary). Precompiled modules are
         /// cached in $WAVERUN_CACHE_DIR or ~/.cache/waverun/modules.
         #[arg(long, value_name = "PATH")]
         plugin: Option<PathBuf>,
@@ -193,18 +193,14 @@ fn simulate_wasm(
     plugin: Option<PathBuf>,
 ) -> Result<waverun_core::sim::SimulationReport> {
     use waverun_host::runtime::{self, PluginRuntime, RuntimeConfig};
-    let path = plugin.unwrap_or_else(runtime::default_plugin_path);
-    if !path.is_file() {
-        bail!(
-            "plugin {} not found: build it with `cargo build --release --target \
-             wasm32-unknown-unknown -p waverun-plugin`, or name one with --plugin",
-            path.display()
-        );
-    }
     let rt = PluginRuntime::new(RuntimeConfig {
         cache_dir: runtime::default_cache_dir(),
         ..RuntimeConfig::default()
     })?;
-    let plugin = rt.load_file(&path)?;
+    let plugin = match plugin.or_else(runtime::plugin_override) {
+        Some(path) if !path.is_file() => bail!("plugin {} not found", path.display()),
+        Some(path) => rt.load_file(&path)?,
+        None => rt.load(runtime::EMBEDDED_PLUGIN)?,
+    };
     Ok(runtime::simulate_plugin(&plugin, scenario)?)
 }

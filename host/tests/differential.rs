@@ -133,6 +133,24 @@ fn the_cli_prints_the_same_with_engine_wasm() {
             native
         );
     }
+    // No --plugin and no $WAVERUN_PLUGIN: the plugin built into the binary.
+    let embedded = std::process::Command::new(exe)
+        .arg("simulate")
+        .arg(&example)
+        .args(["-o", "json", "--engine", "wasm"])
+        .env("WAVERUN_CACHE_DIR", cache.path())
+        .env_remove("WAVERUN_PLUGIN")
+        .output()
+        .unwrap();
+    assert!(
+        embedded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&embedded.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(embedded.stdout).unwrap(),
+        run(&["-o", "json"])
+    );
     let out = std::process::Command::new(exe)
         .arg("simulate")
         .arg(&example)

@@ -52,26 +52,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::{Engine as WasmEngine, InstancePre, Linker};
 
-/// Where the release build of the plugin lands, relative to the workspace root.
-pub const DEFAULT_PLUGIN_PATH: &str = "target/wasm32-unknown-unknown/release/waverun_plugin.wasm";
+/// The engine plugin built with this binary (`host/build.rs` embeds the release build of
+/// `bindings/plugin`): what runs when no other module is named.
+pub const EMBEDDED_PLUGIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/waverun_plugin.wasm"));
 
-/// The plugin a CLI uses when none is named: `$WAVERUN_PLUGIN`, else [`DEFAULT_PLUGIN_PATH`] under
-/// the current directory, else the same file in the target directory the running executable
-/// was built in (`target/release/waverun` → `target/wasm32-unknown-unknown/release/...`).
-pub fn default_plugin_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("WAVERUN_PLUGIN") {
-        return PathBuf::from(p);
-    }
-    let here = PathBuf::from(DEFAULT_PLUGIN_PATH);
-    if here.exists() {
-        return here;
-    }
-    let beside_exe = std::env::current_exe().ok().and_then(|exe| {
-        let target = exe.parent()?.parent()?;
-        let p = target.join("wasm32-unknown-unknown/release/waverun_plugin.wasm");
-        p.exists().then_some(p)
-    });
-    beside_exe.unwrap_or(here)
+/// A module named in the environment instead of the embedded one: `$WAVERUN_PLUGIN`.
+pub fn plugin_override() -> Option<PathBuf> {
+    std::env::var_os("WAVERUN_PLUGIN")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// The module cache a CLI uses: `$WAVERUN_CACHE_DIR`, else `$XDG_CACHE_HOME/waverun/modules`,
