@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod daemon;
+pub mod providers;
 pub mod runtime;
 pub mod store;
 

@@ -71,5 +71,20 @@ CREATE TABLE audit (
     detail      TEXT,
     epoch       INTEGER NOT NULL
 );
+-- The simulated provider's own record (the "remote" platform's), written through its own
+-- connection before it answers.
+CREATE TABLE sim_operations (
+    key           TEXT PRIMARY KEY,
+    operation_id  TEXT NOT NULL UNIQUE,
+    member        TEXT NOT NULL,
+    attempt       INTEGER NOT NULL,
+    accepted_ms   INTEGER NOT NULL,
+    due_ms        INTEGER NOT NULL,
+    succeeds      INTEGER NOT NULL,
+    control_plane TEXT,
+    node_images   TEXT NOT NULL,
+    epoch         INTEGER NOT NULL
+);
+CREATE INDEX sim_operations_by_member ON sim_operations (member, due_ms);
 "#,
 ];

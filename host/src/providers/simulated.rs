@@ -1,0 +1,342 @@
+//! The simulated provider: clusters described in a file (the scenario format's members with
+//! their `behavior`), upgrading in fleet time. An upgrade takes the member's `upgradeMinutes`
+//! (plus a jitter drawn from the key, so a restart draws the same), and the member's first
+//! `failAttempts` attempts fail. Like a real platform it keeps its own record of operations,
+//! written before it answers: the `sim_operations` table of the daemon's database, through a
+//! connection of its own. A daemon killed mid-upgrade therefore finds the upgrade still running,
+//! or finished, when it comes back, and a repeated key is the same operation across restarts.
+
+use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
+use super::{ProviderError, ProviderErrorCode, Started, UpgradeRequest};
+use crate::runtime::host::Clock;
+use crate::store::StoreError;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+use waverun_core::sim::{Behavior, ScenarioMember};
+use waverun_core::PoolImage;
+
+/// One simulated cluster: what it runs at the start, and how its upgrades behave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimulatedCluster {
+    /// The member's name.
+    pub name: String,
+    /// Its region.
+    pub region: String,
+    /// The control plane's version at the start.
+    pub kubernetes_version: String,
+    /// Each node pool's image at the start.
+    pub node_images: Vec<PoolImage>,
+    /// How its upgrades go.
+    pub behavior: Behavior,
+}
+
+impl From<&ScenarioMember> for SimulatedCluster {
+    fn from(m: &ScenarioMember) -> SimulatedCluster {
+        SimulatedCluster {
+            name: m.name.clone(),
+            region: m.region.clone(),
+            kubernetes_version: m.kubernetes_version.clone(),
+            node_images: m
+                .node_pools
+                .iter()
+                .map(|p| PoolImage {
+                    node_pool: p.name.clone(),
+                    image_version: p.image_version.clone(),
+                })
+                .collect(),
+            behavior: m.behavior.clone(),
+        }
+    }
+}
+
+/// The simulated clusters of one fleet.
+pub struct SimulatedProvider {
+    conn: Mutex<Connection>,
+    clusters: BTreeMap<String, SimulatedCluster>,
+    clock: Box<dyn Clock + Sync>,
+    seed: u64,
+}
+
+struct Row {
+    operation_id: String,
+    due_ms: i64,
+    succeeds: bool,
+}
+
+fn db(e: rusqlite::Error) -> ProviderError {
+    ProviderError::new(
+        ProviderErrorCode::Unavailable,
+        format!("simulated fleet: {e}"),
+    )
+}
+
+/// FNV-1a over the key, mixed with the seed: the same key draws the same jitter everywhere.
+fn draw(seed: u64, key: &str) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+impl SimulatedProvider {
+    /// The clusters, over the daemon's database at `db_path` (opened by the store first, which
+    /// creates the `sim_operations` table), in the time of `clock`.
+    pub fn open(
+        db_path: &Path,
+        clusters: impl IntoIterator<Item = SimulatedCluster>,
+        clock: impl Clock + Sync + 'static,
+        seed: u64,
+    ) -> Result<SimulatedProvider, StoreError> {
+        let conn = Connection::open(db_path).map_err(|e| StoreError::Database(e.to_string()))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| StoreError::Database(e.to_string()))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| StoreError::Database(e.to_string()))?;
+        Ok(SimulatedProvider {
+            conn: Mutex::new(conn),
+            clusters: clusters.into_iter().map(|c| (c.name.clone(), c)).collect(),
+            clock: Box::new(clock),
+            seed,
+        })
+    }
+
+    /// Operations the fleet ever accepted for `member` (a repeated key counts once).
+    pub fn operations_of(&self, member: &str) -> Result<u64, ProviderError> {
+        let n: i64 = self
+            .conn()
+            .query_row(
+                "SELECT COUNT(*) FROM sim_operations WHERE member = ?1",
+                [member],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
+        Ok(n as u64)
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cluster(&self, target: &ClusterTarget) -> Result<&SimulatedCluster, ProviderError> {
+        self.clusters.get(&target.member).ok_or_else(|| {
+            ProviderError::new(
+                ProviderErrorCode::NotFound,
+                format!("no simulated cluster {:?}", target.member),
+            )
+        })
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// What the cluster runs at `now`: its start, then every upgrade that succeeded by then.
+    fn state_at(
+        conn: &Connection,
+        c: &SimulatedCluster,
+        now: i64,
+    ) -> Result<Described, ProviderError> {
+        let mut st = conn
+            .prepare_cached(
+                "SELECT control_plane, node_images, due_ms, succeeds FROM sim_operations
+                 WHERE member = ?1 ORDER BY due_ms, attempt",
+            )
+            .map_err(db)?;
+        let rows = st
+            .query_map([&c.name], |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, bool>(3)?,
+                ))
+            })
+            .map_err(db)?;
+        let mut d = Described {
+            kubernetes_version: c.kubernetes_version.clone(),
+            node_images: c.node_images.clone(),
+            region: c.region.clone(),
+            busy: false,
+        };
+        for row in rows {
+            let (cp, images, due, succeeds) = row.map_err(db)?;
+            if due > now {
+                d.busy = true;
+                continue;
+            }
+            if !succeeds {
+                continue;
+            }
+            if let Some(cp) = cp {
+                d.kubernetes_version = cp;
+            }
+            let images: Vec<PoolImage> = serde_json::from_str(&images).unwrap_or_default();
+            for img in images {
+                if let Some(p) = d
+                    .node_images
+                    .iter_mut()
+                    .find(|p| p.node_pool == img.node_pool)
+                {
+                    p.image_version = img.image_version;
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    fn report(row: &Row, now: i64) -> OperationReport {
+        let (phase, message) = match (now < row.due_ms, row.succeeds) {
+            (true, _) => (OperationPhase::Running, None),
+            (false, true) => (OperationPhase::Succeeded, None),
+            (false, false) => (
+                OperationPhase::Failed,
+                Some("simulated upgrade failure".to_string()),
+            ),
+        };
+        let left_ms = (row.due_ms - now).max(0) as u64;
+        OperationReport {
+            operation_id: row.operation_id.clone(),
+            phase,
+            message,
+            poll_after_seconds: left_ms.div_ceil(1000),
+        }
+    }
+
+    fn find(conn: &Connection, key: &str) -> Result<Option<Row>, ProviderError> {
+        conn.query_row(
+            "SELECT operation_id, due_ms, succeeds FROM sim_operations WHERE key = ?1",
+            [key],
+            |r| {
+                Ok(Row {
+                    operation_id: r.get(0)?,
+                    due_ms: r.get(1)?,
+                    succeeds: r.get(2)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(db)
+    }
+}
+
+impl Provider for SimulatedProvider {
+    fn name(&self) -> &str {
+        "simulated"
+    }
+
+    fn describe(&self, target: &ClusterTarget) -> Result<Described, ProviderError> {
+        let c = self.cluster(target)?;
+        Self::state_at(&self.conn(), c, self.now_ms())
+    }
+
+    fn start_upgrade(
+        &self,
+        target: &ClusterTarget,
+        request: &UpgradeRequest,
+    ) -> Result<Started, ProviderError> {
+        let c = self.cluster(target)?;
+        let now = self.now_ms();
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        if let Some(row) = Self::find(&tx, &request.idempotency_key)? {
+            let r = Self::report(&row, now);
+            return Ok(Started {
+                operation_id: r.operation_id,
+                phase: r.phase,
+                already_at_target: false,
+                poll_after_seconds: r.poll_after_seconds,
+            });
+        }
+        let state = Self::state_at(&tx, c, now)?;
+        if state.busy {
+            return Err(ProviderError::new(
+                ProviderErrorCode::OperationInProgress,
+                format!("{}: another upgrade is in progress", c.name),
+            ));
+        }
+        let cp_done = request
+            .control_plane
+            .as_ref()
+            .is_none_or(|v| *v == state.kubernetes_version);
+        let images_done = request
+            .node_images
+            .iter()
+            .all(|i| state.node_images.contains(i));
+        let at_target = cp_done && images_done;
+        let attempts: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM sim_operations WHERE member = ?1",
+                [&c.name],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
+        let attempt = attempts as u64 + 1;
+        let b = &c.behavior;
+        let (due, succeeds) = if at_target {
+            (now, true)
+        } else {
+            let jitter = match b.jitter_minutes {
+                0 => 0,
+                j => draw(self.seed, &request.idempotency_key) % (u64::from(j) + 1),
+            };
+            let minutes = u64::from(b.upgrade_minutes) + jitter;
+            let due = now.saturating_add((minutes * 60_000).min(i64::MAX as u64) as i64);
+            (due, attempt > u64::from(b.fail_attempts))
+        };
+        let operation_id = format!("sim-{}-{attempt}", c.name);
+        let images = serde_json::to_string(&request.node_images).expect("images serialise");
+        tx.execute(
+            "INSERT INTO sim_operations (key, operation_id, member, attempt, accepted_ms, due_ms,
+                 succeeds, control_plane, node_images, epoch)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
+            params![
+                request.idempotency_key,
+                operation_id,
+                c.name,
+                attempt as i64,
+                now,
+                due,
+                succeeds,
+                request.control_plane,
+                images
+            ],
+        )
+        .map_err(db)?;
+        tx.commit().map_err(db)?;
+        let row = Row {
+            operation_id,
+            due_ms: due,
+            succeeds,
+        };
+        let r = Self::report(&row, now);
+        Ok(Started {
+            operation_id: r.operation_id,
+            phase: r.phase,
+            already_at_target: at_target,
+            poll_after_seconds: r.poll_after_seconds,
+        })
+    }
+
+    fn get_operation(
+        &self,
+        target: &ClusterTarget,
+        idempotency_key: &str,
+    ) -> Result<OperationReport, ProviderError> {
+        self.cluster(target)?;
+        let now = self.now_ms();
+        match Self::find(&self.conn(), idempotency_key)? {
+            Some(row) => Ok(Self::report(&row, now)),
+            None => Err(ProviderError::new(
+                ProviderErrorCode::NotFound,
+                format!("no operation with key {idempotency_key:?}"),
+            )),
+        }
+    }
+}
