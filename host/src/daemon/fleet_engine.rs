@@ -16,9 +16,9 @@ use waverun_core::{Command, Event, Observation, RunStatus, Timestamp};
 #[derive(Debug)]
 pub enum DaemonError {
     /// The engine refused the input (a guest error: its code, message and field).
-    Refused(PluginError),
+    Refused(Box<PluginError>),
     /// The plugin failed (a trap it could not recover from, a broken module).
-    Plugin(PluginError),
+    Plugin(Box<PluginError>),
     /// The store failed; nothing of the step was kept, and the engine was rebuilt from the
     /// store.
     Store(StoreError),
@@ -34,6 +34,15 @@ impl fmt::Display for DaemonError {
 }
 
 impl std::error::Error for DaemonError {}
+
+impl DaemonError {
+    fn plugin(e: PluginError) -> DaemonError {
+        DaemonError::Plugin(Box::new(e))
+    }
+    fn refused(e: PluginError) -> DaemonError {
+        DaemonError::Refused(Box::new(e))
+    }
+}
 
 impl From<StoreError> for DaemonError {
     fn from(e: StoreError) -> DaemonError {
@@ -98,14 +107,14 @@ impl FleetEngine {
         let host = PluginHost::new(clock, outbox, journal);
         let instance = module
             .instantiate(host, config)
-            .map_err(DaemonError::Plugin)?;
+            .map_err(DaemonError::plugin)?;
         let mut engine = FleetEngine {
             instance,
             store,
             pending,
             recoveries: 0,
         };
-        let init = engine.instance.init().map_err(DaemonError::Plugin)?;
+        let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let applied = engine.commit(init.events, None, Vec::new())?;
         Ok((engine, applied))
     }
@@ -113,6 +122,11 @@ impl FleetEngine {
     /// The store writer (for metadata the API keeps beside the engine).
     pub fn store(&mut self) -> &mut SqliteStore {
         &mut self.store
+    }
+
+    /// The store, to read.
+    pub fn stored(&self) -> &SqliteStore {
+        &self.store
     }
 
     /// The instance (status reads, the next wakeup, fault injection in tests).
@@ -169,7 +183,7 @@ impl FleetEngine {
     pub fn status(&mut self, run: &str) -> Result<RunStatus, DaemonError> {
         let status = self.call(|i| i.status(run).map(Some))?;
         // Not an input: a trap is retried, never answered by a replay.
-        status.ok_or(DaemonError::Plugin(PluginError::Poisoned))
+        status.ok_or(DaemonError::plugin(PluginError::Poisoned))
     }
 
     /// Marks operations sent (or uncertain) once their provider answered.
@@ -189,7 +203,7 @@ impl FleetEngine {
     }
 
     /// Closes the store cleanly (the next start skips the integrity check).
-    pub fn shutdown(mut self) -> Result<(), DaemonError> {
+    pub fn shutdown(&mut self) -> Result<(), DaemonError> {
         Ok(self.store.close()?)
     }
 
@@ -203,14 +217,14 @@ impl FleetEngine {
             attempts += 1;
             let r = f(&mut self.instance);
             let journaled = match &r {
-                Ok(_) => return r.map_err(DaemonError::Plugin),
-                Err(PluginError::Guest(_)) => return r.map_err(DaemonError::Refused),
+                Ok(_) => return r.map_err(DaemonError::plugin),
+                Err(PluginError::Guest(_)) => return r.map_err(DaemonError::refused),
                 Err(PluginError::Trap(t)) => t.journaled,
                 Err(PluginError::Poisoned) => false,
-                Err(_) => return r.map_err(DaemonError::Plugin),
+                Err(_) => return r.map_err(DaemonError::plugin),
             };
             if attempts > 1 {
-                return r.map_err(DaemonError::Plugin);
+                return r.map_err(DaemonError::plugin);
             }
             // What the guest appended before the trap was confirmed durable: keep it, then
             // rebuild the instance from the store (the replay applies it).
@@ -227,7 +241,7 @@ impl FleetEngine {
     fn rebuild(&mut self) -> Result<InitReport, DaemonError> {
         self.recoveries += 1;
         self.pending.take();
-        let report = self.instance.recover().map_err(DaemonError::Plugin)?;
+        let report = self.instance.recover().map_err(DaemonError::plugin)?;
         let kept = self.pending.take();
         let extra = report.events.iter().map(event_row).collect();
         self.store.commit(&Step {
@@ -245,17 +259,23 @@ impl FleetEngine {
     ) -> Result<Applied, DaemonError> {
         match result {
             Ok(events) => self.commit(events, done, audit.into_iter().collect()),
-            Err(DaemonError::Refused(PluginError::Guest(mut g))) => {
-                // A refused input can still have fired timers (journaled, with events).
-                let events = std::mem::take(&mut g.events);
-                let audit = audit.map(|mut a| {
-                    a.outcome = g.code.clone();
-                    a.detail = Some(g.message.clone());
-                    a
-                });
-                self.commit(events, None, audit.into_iter().collect())?;
-                Err(DaemonError::Refused(PluginError::Guest(g)))
-            }
+            Err(DaemonError::Refused(e)) => match *e {
+                PluginError::Guest(mut g) => {
+                    // A refused input can still have fired timers (journaled, with events).
+                    let events = std::mem::take(&mut g.events);
+                    let audit = audit.map(|mut a| {
+                        a.outcome = g.code.clone();
+                        a.detail = Some(g.message.clone());
+                        a
+                    });
+                    self.commit(events, None, audit.into_iter().collect())?;
+                    Err(DaemonError::refused(PluginError::Guest(g)))
+                }
+                other => {
+                    self.pending.take();
+                    Err(DaemonError::refused(other))
+                }
+            },
             Err(e) => {
                 self.pending.take();
                 Err(e)

@@ -9,11 +9,18 @@
 //!   rebuilt from the store, so memory never runs ahead of the disk.
 //! - [`StepJournal`] and [`Outbox`]: the plugin host's persistence and cluster provider in the
 //!   daemon. They do not write or call anything themselves: they collect the step.
+//! - [`Daemon`]: the engine thread ([`Worker`]) that runs the fleet in real (or scaled,
+//!   [`FleetClock`]) time: it sends recorded operations to their [`crate::providers`], polls
+//!   them, delivers their results, and wakes the engine when its timers are due.
 //!
-//! Imports point one way: `daemon` → `runtime` and `store`; neither imports `daemon`.
+//! Imports point one way: `daemon` → `runtime`, `store` and `providers`; none imports `daemon`.
 
+mod clock;
 mod fleet_engine;
 mod step;
+mod worker;
 
+pub use clock::FleetClock;
 pub use fleet_engine::{Applied, DaemonError, FleetEngine, Provisioned};
 pub use step::{Outbox, StepJournal};
+pub use worker::{Daemon, Gone, Providers, Worker};

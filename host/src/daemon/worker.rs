@@ -1,0 +1,424 @@
+//! The engine thread: the one place a fleet's engine runs. API handlers, provider results and
+//! timers reach it as messages on one channel; it sleeps until the engine's next wakeup, the
+//! next provider poll or the next message, whichever comes first. Provider calls run on
+//! threads of their own and report back as messages, so a slow cluster never holds the engine.
+//!
+//! The operation lifecycle it drives (`shared/spec/store.md`, exec-provider.md): an intent
+//! committed by a step is sent (`start-upgrade` under its operation id); once the provider
+//! accepted it, it is `sent` and polled (`get-operation`) after the provider's `pollAfter`
+//! until it ends, and its result is delivered to the engine (which marks it `done` in the same
+//! step). After a start, every unfinished operation is first *asked about*: found → adopted;
+//! unknown to the provider → sent again under the same key.
+
+use super::clock::FleetClock;
+use super::fleet_engine::{Applied, DaemonError, FleetEngine};
+use crate::providers::{ClusterTarget, OperationPhase, OperationReport, Provider};
+use crate::providers::{ProviderError, ProviderErrorCode, Started, UpgradeRequest};
+use crate::runtime::host::Clock;
+use crate::store::{OperationRow, OperationState, OperationUpdate, StoreRead};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use waverun_core::{Observation, UpgradeOperation};
+
+/// The providers members are reached through, by name.
+pub type Providers = BTreeMap<String, Arc<dyn Provider>>;
+
+/// How long a retryable provider refusal waits before the call is made again, in fleet time
+/// (at least [`MIN_REAL_RETRY`] in real time).
+const RETRY_FLEET_SECONDS: u64 = 30;
+const MIN_REAL_RETRY: Duration = Duration::from_millis(5);
+/// The longest the thread sleeps without looking at the clock again.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
+
+type Job = Box<dyn FnOnce(&mut Worker) + Send>;
+
+enum Msg {
+    Run(Job),
+    Started {
+        id: String,
+        result: Result<Started, ProviderError>,
+    },
+    Polled {
+        id: String,
+        result: Result<OperationReport, ProviderError>,
+    },
+    Shutdown,
+    /// Leave at once, closing nothing (tests: as close to `kill -9` as a thread gets).
+    Abandon,
+}
+
+/// The engine thread's state. Jobs sent with [`Daemon::call`] get it.
+pub struct Worker {
+    engine: FleetEngine,
+    clock: FleetClock,
+    providers: Providers,
+    tx: Sender<Msg>,
+    /// Provider polls and retries due, in real time: (due, seq) → (operation id, what to do).
+    timers: BTreeMap<(Instant, u64), (String, Due)>,
+    seq: u64,
+    /// Operations with a provider call running (never two at once for one operation).
+    calling: BTreeSet<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Due {
+    /// Ask where it is.
+    Poll,
+    /// Send it (again, under the same key).
+    Send,
+}
+
+impl Worker {
+    /// The engine.
+    pub fn engine(&mut self) -> &mut FleetEngine {
+        &mut self.engine
+    }
+
+    /// The fleet clock.
+    pub fn clock(&self) -> &FleetClock {
+        &self.clock
+    }
+
+    /// An operator command: one step, then its operations go out.
+    pub fn command(
+        &mut self,
+        command: &waverun_core::Command,
+        audit: Option<crate::store::NewAudit>,
+    ) -> Result<Applied, DaemonError> {
+        let applied = self.engine.command(command, audit)?;
+        self.dispatch(&applied);
+        Ok(applied)
+    }
+
+    fn dispatch(&mut self, applied: &Applied) {
+        for op in &applied.operations {
+            self.send(op.clone());
+        }
+    }
+
+    fn provider_of(&self, op: &OperationRow) -> Option<Arc<dyn Provider>> {
+        self.providers.get(&op.provider).cloned()
+    }
+
+    fn deliver(&mut self, observation: Observation) {
+        match self.engine.deliver(&observation) {
+            Ok(applied) => self.dispatch(&applied),
+            Err(e) => {
+                tracing::warn!(error = %e, ?observation, "the engine refused a provider result")
+            }
+        }
+    }
+
+    fn fail_operation(&mut self, id: &str, message: String) {
+        self.deliver(Observation::UpgradeFailed {
+            operation_id: id.to_string(),
+            message,
+        });
+    }
+
+    /// Calls `start-upgrade` for `op` on a thread of its own.
+    fn send(&mut self, op: OperationRow) {
+        let Some(provider) = self.provider_of(&op) else {
+            let why = format!("no provider named {:?} is configured", op.provider);
+            return self.fail_operation(&op.id, why);
+        };
+        let (target, request) = match request_of(&op) {
+            Ok(r) => r,
+            Err(why) => return self.fail_operation(&op.id, why),
+        };
+        if !self.calling.insert(op.id.clone()) {
+            return;
+        }
+        let tx = self.tx.clone();
+        let id = op.id.clone();
+        std::thread::spawn(move || {
+            let result = provider.start_upgrade(&target, &request);
+            let _ = tx.send(Msg::Started { id, result });
+        });
+    }
+
+    /// Calls `get-operation` for operation `id` on a thread of its own.
+    fn poll(&mut self, id: String) {
+        let op = match self.engine.stored().operation(&id) {
+            Ok(Some(op)) if op.state != OperationState::Done => op,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, operation = %id, "reading an operation failed");
+                return self.after(&id, Due::Poll, self.clock.real_span(RETRY_FLEET_SECONDS));
+            }
+        };
+        let Some(provider) = self.provider_of(&op) else {
+            let why = format!("no provider named {:?} is configured", op.provider);
+            return self.fail_operation(&op.id, why);
+        };
+        let (target, _) = match request_of(&op) {
+            Ok(r) => r,
+            Err(why) => return self.fail_operation(&op.id, why),
+        };
+        if !self.calling.insert(id.clone()) {
+            return;
+        }
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            let result = provider.get_operation(&target, &id);
+            let _ = tx.send(Msg::Polled { id, result });
+        });
+    }
+
+    fn after(&mut self, id: &str, what: Due, wait: Duration) {
+        self.seq += 1;
+        let at = Instant::now() + wait;
+        self.timers.insert((at, self.seq), (id.to_string(), what));
+    }
+
+    fn record(&mut self, update: OperationUpdate) {
+        if let Err(e) = self.engine.record_sent(&[update]) {
+            tracing::error!(error = %e, "recording an operation's state failed");
+        }
+    }
+
+    fn on_started(&mut self, id: String, result: Result<Started, ProviderError>) {
+        self.calling.remove(&id);
+        match result {
+            Ok(s) => {
+                self.record(OperationUpdate {
+                    id: id.clone(),
+                    state: OperationState::Sent,
+                    provider_operation_id: Some(s.operation_id.clone()),
+                    last_error: None,
+                    attempted: true,
+                });
+                self.on_phase(&id, s.phase, None, s.poll_after_seconds);
+            }
+            Err(e) if e.retryable => {
+                tracing::info!(operation = %id, error = %e, "start-upgrade refused for now; retrying");
+                self.record(OperationUpdate {
+                    id: id.clone(),
+                    state: OperationState::Intent,
+                    provider_operation_id: None,
+                    last_error: Some(e.to_string()),
+                    attempted: true,
+                });
+                let wait = self
+                    .clock
+                    .real_span(RETRY_FLEET_SECONDS)
+                    .max(MIN_REAL_RETRY);
+                self.after(&id, Due::Send, wait);
+            }
+            Err(e) => self.fail_operation(&id, format!("the provider refused the upgrade: {e}")),
+        }
+    }
+
+    fn on_polled(&mut self, id: String, result: Result<OperationReport, ProviderError>) {
+        self.calling.remove(&id);
+        match result {
+            Ok(r) => self.on_phase(&id, r.phase, r.message, r.poll_after_seconds),
+            Err(e) if e.code == ProviderErrorCode::NotFound => {
+                // The provider has no trace of it: it never got it (a crash before the call).
+                // Send it again under the same key.
+                match self.engine.stored().operation(&id) {
+                    Ok(Some(op)) => self.send(op),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, operation = %id, "reading an operation failed")
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::info!(operation = %id, error = %e, "get-operation failed; asking again");
+                let wait = self
+                    .clock
+                    .real_span(RETRY_FLEET_SECONDS)
+                    .max(MIN_REAL_RETRY);
+                self.after(&id, Due::Poll, wait);
+            }
+        }
+    }
+
+    fn on_phase(&mut self, id: &str, phase: OperationPhase, message: Option<String>, poll: u64) {
+        match phase {
+            OperationPhase::Succeeded => self.deliver(Observation::UpgradeSucceeded {
+                operation_id: id.to_string(),
+            }),
+            OperationPhase::Failed | OperationPhase::Canceled => {
+                let why = message.unwrap_or_else(|| format!("the upgrade ended {phase:?}"));
+                self.fail_operation(id, why)
+            }
+            OperationPhase::Pending | OperationPhase::Running | OperationPhase::Unknown => {
+                let wait = self.clock.real_span(poll.max(1));
+                self.after(id, Due::Poll, wait);
+            }
+        }
+    }
+
+    /// Fires the engine's timers if due, and the provider timers that are due.
+    fn tick(&mut self) {
+        match self.engine.next_wakeup() {
+            Ok(Some(at)) if at.timestamp_millis() <= self.clock.now_ms() => {
+                match self.engine.wake() {
+                    Ok(applied) => self.dispatch(&applied),
+                    Err(e) => tracing::error!(error = %e, "waking the engine failed"),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "asking the engine for its next wakeup failed"),
+        }
+        let now = Instant::now();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (id, what) = entry.remove();
+            match what {
+                Due::Poll => self.poll(id),
+                Due::Send => match self.engine.stored().operation(&id) {
+                    Ok(Some(op)) if op.state != OperationState::Done => self.send(op),
+                    _ => {}
+                },
+            }
+        }
+    }
+
+    /// How long to sleep: until the engine's next wakeup or the next provider timer.
+    fn sleep(&mut self) -> Duration {
+        let engine = match self.engine.next_wakeup() {
+            Ok(Some(at)) => self.clock.real_until(at.timestamp_millis()),
+            _ => MAX_SLEEP,
+        };
+        let timer = self.timers.keys().next().map_or(MAX_SLEEP, |(at, _)| {
+            at.saturating_duration_since(Instant::now())
+        });
+        engine.min(timer).min(MAX_SLEEP)
+    }
+}
+
+fn request_of(op: &OperationRow) -> Result<(ClusterTarget, UpgradeRequest), String> {
+    let u: UpgradeOperation = serde_json::from_str(&op.request)
+        .map_err(|e| format!("the stored operation {} does not read: {e}", op.id))?;
+    let target = ClusterTarget {
+        member: u.member.clone(),
+        cluster_ref: u.provider.as_ref().and_then(|p| p.id.clone()),
+    };
+    let request = UpgradeRequest {
+        idempotency_key: u.operation_id,
+        upgrade_type: u.upgrade_type,
+        control_plane: u.kubernetes_version,
+        node_images: u.node_images,
+    };
+    Ok((target, request))
+}
+
+/// A running fleet: the handle on its engine thread.
+pub struct Daemon {
+    tx: Sender<Msg>,
+    thread: Option<JoinHandle<Result<(), DaemonError>>>,
+}
+
+/// The engine thread is gone (it stopped, or failed).
+#[derive(Debug)]
+pub struct Gone;
+
+impl std::fmt::Display for Gone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the engine is not running")
+    }
+}
+
+impl std::error::Error for Gone {}
+
+impl Daemon {
+    /// Starts the engine thread over a started engine: every operation the store has not seen
+    /// finish is asked about first, then the loop runs.
+    pub fn spawn(engine: FleetEngine, clock: FleetClock, providers: Providers) -> Daemon {
+        let (tx, rx) = mpsc::channel();
+        let worker_tx = tx.clone();
+        let thread = std::thread::Builder::new()
+            .name("waverun-engine".to_string())
+            .spawn(move || {
+                let mut w = Worker {
+                    engine,
+                    clock,
+                    providers,
+                    tx: worker_tx,
+                    timers: BTreeMap::new(),
+                    seq: 0,
+                    calling: BTreeSet::new(),
+                };
+                let unfinished = w.engine.unfinished_operations()?;
+                for op in unfinished {
+                    w.poll(op.id);
+                }
+                run(w, rx)
+            })
+            .expect("spawn the engine thread");
+        Daemon {
+            tx,
+            thread: Some(thread),
+        }
+    }
+
+    /// Runs `f` on the engine thread and waits for its answer.
+    pub fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> T + Send + 'static,
+    ) -> Result<T, Gone> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |w| {
+            let _ = reply.send(f(w));
+        });
+        self.tx.send(Msg::Run(job)).map_err(|_| Gone)?;
+        answer.recv().map_err(|_| Gone)
+    }
+
+    /// Stops the loop, closes the store cleanly and waits for the thread.
+    pub fn shutdown(mut self) -> Result<(), DaemonError> {
+        let _ = self.tx.send(Msg::Shutdown);
+        self.join()
+    }
+
+    /// Leaves at once without closing anything (crash tests).
+    pub fn abandon(mut self) {
+        let _ = self.tx.send(Msg::Abandon);
+        let _ = self.join();
+    }
+
+    fn join(&mut self) -> Result<(), DaemonError> {
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(DaemonError::Plugin(Box::new(
+                crate::runtime::PluginError::Protocol("the engine thread panicked".to_string()),
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.tx.send(Msg::Shutdown);
+            let _ = self.join();
+        }
+    }
+}
+
+fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
+    loop {
+        w.tick();
+        let msg = match rx.recv_timeout(w.sleep()) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => Msg::Shutdown,
+        };
+        match msg {
+            Msg::Run(job) => job(&mut w),
+            Msg::Started { id, result } => w.on_started(id, result),
+            Msg::Polled { id, result } => w.on_polled(id, result),
+            Msg::Shutdown => return w.engine.shutdown(),
+            Msg::Abandon => return Ok(()),
+        }
+    }
+}

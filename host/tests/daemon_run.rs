@@ -1,0 +1,163 @@
+//! The daemon's engine thread in scaled fleet time: the real plugin, a real SQLite file and
+//! the simulated provider over it. A run completes as `waverun simulate` says it does; an engine
+//! thread abandoned mid-run (nothing closed, provider calls in flight) and started again on the
+//! same file finishes the run with exactly one upgrade operation per member.
+
+mod runtime_support;
+
+use runtime_support::{plugin, workspace};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use waverun_core::sim::{simulate, Scenario};
+use waverun_core::{Command, RunStatus, State};
+use waverun_host::daemon::{Daemon, FleetClock, FleetEngine, Providers};
+use waverun_host::load_scenario;
+use waverun_host::providers::{Provider, SimulatedCluster, SimulatedProvider};
+use waverun_host::runtime::{InstanceConfig, PluginModule};
+use waverun_host::store::SqliteStore;
+
+/// The scenario's 90 fleet minutes take about 0.3 s.
+const FAST: f64 = 20_000.0;
+/// About 2.7 s: each of the three waves of upgrades takes 0.9 s, room to stop between them on
+/// a busy machine.
+const SLOWER: f64 = 2_000.0;
+
+fn scenario() -> Scenario {
+    load_scenario(&workspace().join("tests/scenarios/concurrency-fixed.yaml")).unwrap()
+}
+
+struct Fleet {
+    daemon: Daemon,
+    simulated: Arc<SimulatedProvider>,
+}
+
+fn start(plugin: &PluginModule, db: &Path, s: &Scenario, scale: f64) -> Fleet {
+    let mut store = SqliteStore::open(db).unwrap();
+    let clock = FleetClock::resume(&mut store, scale, Some(s.start.timestamp_millis())).unwrap();
+    let clusters = s.members.iter().map(SimulatedCluster::from);
+    let simulated = Arc::new(SimulatedProvider::open(db, clusters, clock, s.seed).unwrap());
+    let (engine, _) =
+        FleetEngine::start(plugin, store, clock, InstanceConfig::default(), "simulated").unwrap();
+    let mut providers: Providers = BTreeMap::new();
+    providers.insert(
+        "simulated".to_string(),
+        simulated.clone() as Arc<dyn Provider>,
+    );
+    Fleet {
+        daemon: Daemon::spawn(engine, clock, providers),
+        simulated,
+    }
+}
+
+fn create_and_start(daemon: &Daemon, s: &Scenario) {
+    let mut commands: Vec<Command> = s.setup_commands().into_iter().map(|(_, c)| c).collect();
+    commands.push(Command::StartRun {
+        name: s.run.name.clone(),
+    });
+    for c in commands {
+        daemon
+            .call(move |w| w.command(&c, None).map(|_| ()))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+fn status(daemon: &Daemon, run: &str) -> RunStatus {
+    let run = run.to_string();
+    daemon
+        .call(move |w| w.engine().status(&run))
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits (bounded) until the run has ended; returns its status.
+fn wait_for_end(daemon: &Daemon, run: &str, limit: Duration) -> RunStatus {
+    let until = Instant::now() + limit;
+    loop {
+        let st = status(daemon, run);
+        if st.status.state.is_terminal() {
+            return st;
+        }
+        assert!(
+            Instant::now() < until,
+            "the run has not ended after {limit:?}: {:?}",
+            st.status
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn member_states(st: &RunStatus) -> BTreeMap<String, State> {
+    st.stages
+        .iter()
+        .flat_map(|s| &s.groups)
+        .flat_map(|g| &g.members)
+        .map(|m| (m.name.clone(), m.status.state))
+        .collect()
+}
+
+#[test]
+fn a_run_completes_in_fleet_time_as_the_simulation_says() {
+    let (_rt, plugin) = plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("waverun.db");
+    let s = scenario();
+    let fleet = start(&plugin, &db, &s, FAST);
+    create_and_start(&fleet.daemon, &s);
+    let st = wait_for_end(&fleet.daemon, &s.run.name, Duration::from_secs(60));
+    let expected = simulate(&s).unwrap();
+    assert_eq!(st.status.state, expected.run.status.status.state);
+    assert_eq!(member_states(&st), member_states(&expected.run.status));
+    for m in &s.members {
+        assert_eq!(
+            fleet.simulated.operations_of(&m.name).unwrap(),
+            1,
+            "{}",
+            m.name
+        );
+    }
+    fleet.daemon.shutdown().unwrap();
+    assert!(!SqliteStore::open(&db)
+        .unwrap()
+        .recovered_from_unclean_shutdown());
+}
+
+#[test]
+fn an_engine_abandoned_mid_run_finishes_it_after_a_restart_upgrading_each_member_once() {
+    let (_rt, plugin) = plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("waverun.db");
+    let s = scenario();
+    let fleet = start(&plugin, &db, &s, SLOWER);
+    create_and_start(&fleet.daemon, &s);
+    // Abandon once some members finished and others are in flight.
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let states = member_states(&status(&fleet.daemon, &s.run.name));
+        let done = states.values().filter(|s| **s == State::Completed).count();
+        if done >= 2 {
+            assert!(done < states.len(), "abandoned too late: {states:?}");
+            break;
+        }
+        assert!(Instant::now() < until, "no member finished: {states:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    fleet.daemon.abandon();
+    drop(fleet.simulated);
+
+    let fleet = start(&plugin, &db, &s, SLOWER);
+    let st = wait_for_end(&fleet.daemon, &s.run.name, Duration::from_secs(60));
+    assert_eq!(st.status.state, State::Completed);
+    assert!(member_states(&st).values().all(|s| *s == State::Completed));
+    for m in &s.members {
+        assert_eq!(
+            fleet.simulated.operations_of(&m.name).unwrap(),
+            1,
+            "{}",
+            m.name
+        );
+    }
+    fleet.daemon.shutdown().unwrap();
+}
