@@ -7,9 +7,11 @@
 //! `runtime` imports none of them.
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod daemon;
 pub mod providers;
 pub mod runtime;
+pub mod serve;
 pub mod store;
 
 use serde::de::DeserializeOwned;
@@ -78,6 +80,21 @@ pub fn read_document(path: &Path) -> Result<String, String> {
             e.utf8_error().valid_up_to()
         )
     })
+}
+
+/// Real (system) time now, RFC 3339 with milliseconds: systemData and the audit log.
+pub fn now_rfc3339() -> String {
+    let ms = runtime::host::Clock::now_ms(&runtime::host::SystemClock);
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Reads a YAML or JSON file (by extension) into `T` under the document rules (unknown keys
+/// refused with their path, and the rest of [`waverun_core::document`]).
+pub fn load_file<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
+    let text = read_document(path)?;
+    document::from_str(&text, format_of(path)).map_err(|e| e.to_string())
 }
 
 /// Reads a scenario file.

@@ -5,8 +5,8 @@ use super::step::{Outbox, Pending, SharedReader, StepJournal};
 use crate::runtime::host::{Clock, PluginHost};
 use crate::runtime::{InitReport, InstanceConfig, PluginError, PluginInstance, PluginModule};
 use crate::store::{
-    NewAudit, NewEvent, OperationRow, OperationState, OperationUpdate, SqliteStore, Step, Store,
-    StoreError,
+    NewAudit, NewEvent, OperationRow, OperationState, OperationUpdate, ResourceMeta, SqliteStore,
+    Step, Store, StoreError,
 };
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -69,6 +69,17 @@ pub struct Applied {
     pub operations: Vec<OperationRow>,
 }
 
+/// What the API writes in a command's step beside the engine's input.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// The request's audit entry (its outcome is set to the refusal's code if refused).
+    pub audit: Option<NewAudit>,
+    /// Resource metadata written.
+    pub resources: Vec<ResourceMeta>,
+    /// Resources deleted: (kind, name).
+    pub deleted_resources: Vec<(String, String)>,
+}
+
 /// One fleet's engine: the plugin in wasmtime over the SQLite store.
 pub struct FleetEngine {
     instance: PluginInstance,
@@ -115,7 +126,7 @@ impl FleetEngine {
             recoveries: 0,
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
-        let applied = engine.commit(init.events, None, Vec::new())?;
+        let applied = engine.commit(init.events, None, Extras::default())?;
         Ok((engine, applied))
     }
 
@@ -145,8 +156,38 @@ impl FleetEngine {
         command: &Command,
         audit: Option<NewAudit>,
     ) -> Result<Applied, DaemonError> {
+        self.command_step(
+            command,
+            Extras {
+                audit,
+                ..Extras::default()
+            },
+        )
+    }
+
+    /// An operator command as one step, with what the API writes beside it (its audit entry,
+    /// the resource metadata it changes), all in the step's transaction. A refused command
+    /// writes only its audit entry.
+    pub fn command_step(
+        &mut self,
+        command: &Command,
+        extras: Extras,
+    ) -> Result<Applied, DaemonError> {
         let r = self.call(|i| i.command(command));
-        self.finish(r, None, audit)
+        self.finish_with(r, None, extras)
+    }
+
+    /// A step with no engine input: an audit entry for a request refused before it reached
+    /// the engine (a failed precondition), or metadata alone.
+    pub fn record(&mut self, extras: Extras) -> Result<(), DaemonError> {
+        let step = Step {
+            audit: extras.audit.into_iter().collect(),
+            resources: extras.resources,
+            deleted_resources: extras.deleted_resources,
+            ..Step::default()
+        };
+        self.store.commit(&step)?;
+        Ok(())
     }
 
     /// An observation (an upgrade's result, a member observed) as one step. A result marks its
@@ -164,13 +205,13 @@ impl FleetEngine {
             _ => None,
         };
         let r = self.call(|i| i.deliver(observation));
-        self.finish(r, done, None)
+        self.finish_with(r, done, Extras::default())
     }
 
     /// Time passed: the timers due now fire, as one step.
     pub fn wake(&mut self) -> Result<Applied, DaemonError> {
         let r = self.call(|i| i.wake());
-        self.finish(r, None, None)
+        self.finish_with(r, None, Extras::default())
     }
 
     /// When the engine next needs waking.
@@ -251,24 +292,28 @@ impl FleetEngine {
         Ok(report)
     }
 
-    fn finish(
+    fn finish_with(
         &mut self,
         result: Result<Vec<Event>, DaemonError>,
         done: Option<OperationUpdate>,
-        audit: Option<NewAudit>,
+        extras: Extras,
     ) -> Result<Applied, DaemonError> {
         match result {
-            Ok(events) => self.commit(events, done, audit.into_iter().collect()),
+            Ok(events) => self.commit(events, done, extras),
             Err(DaemonError::Refused(e)) => match *e {
                 PluginError::Guest(mut g) => {
                     // A refused input can still have fired timers (journaled, with events).
                     let events = std::mem::take(&mut g.events);
-                    let audit = audit.map(|mut a| {
+                    let audit = extras.audit.map(|mut a| {
                         a.outcome = g.code.clone();
                         a.detail = Some(g.message.clone());
                         a
                     });
-                    self.commit(events, None, audit.into_iter().collect())?;
+                    let extras = Extras {
+                        audit,
+                        ..Extras::default()
+                    };
+                    self.commit(events, None, extras)?;
                     Err(DaemonError::refused(PluginError::Guest(g)))
                 }
                 other => {
@@ -289,12 +334,14 @@ impl FleetEngine {
         &mut self,
         events: Vec<Event>,
         done: Option<OperationUpdate>,
-        audit: Vec<NewAudit>,
+        extras: Extras,
     ) -> Result<Applied, DaemonError> {
         let mut step = self.pending.take();
         step.events = events.iter().map(event_row).collect();
         step.operation_updates.extend(done);
-        step.audit = audit;
+        step.audit = extras.audit.into_iter().collect();
+        step.resources = extras.resources;
+        step.deleted_resources = extras.deleted_resources;
         let new_ids: Vec<String> = step.operations.iter().map(|o| o.id.clone()).collect();
         match self.store.commit(&step) {
             Ok(c) => {

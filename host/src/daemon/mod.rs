@@ -21,6 +21,6 @@ mod step;
 mod worker;
 
 pub use clock::FleetClock;
-pub use fleet_engine::{Applied, DaemonError, FleetEngine, Provisioned};
+pub use fleet_engine::{Applied, DaemonError, Extras, FleetEngine, Provisioned};
 pub use step::{Outbox, StepJournal};
 pub use worker::{Daemon, Gone, Providers, Worker};

@@ -11,7 +11,7 @@
 //! unknown to the provider → sent again under the same key.
 
 use super::clock::FleetClock;
-use super::fleet_engine::{Applied, DaemonError, FleetEngine};
+use super::fleet_engine::{Applied, DaemonError, Extras, FleetEngine};
 use crate::providers::{ClusterTarget, OperationPhase, OperationReport, Provider};
 use crate::providers::{ProviderError, ProviderErrorCode, Started, UpgradeRequest};
 use crate::runtime::host::Clock;
@@ -88,7 +88,23 @@ impl Worker {
         command: &waverun_core::Command,
         audit: Option<crate::store::NewAudit>,
     ) -> Result<Applied, DaemonError> {
-        let applied = self.engine.command(command, audit)?;
+        self.command_step(
+            command,
+            Extras {
+                audit,
+                ..Extras::default()
+            },
+        )
+    }
+
+    /// An operator command with what the API writes beside it, as one step; then its
+    /// operations go out.
+    pub fn command_step(
+        &mut self,
+        command: &waverun_core::Command,
+        extras: Extras,
+    ) -> Result<Applied, DaemonError> {
+        let applied = self.engine.command_step(command, extras)?;
         self.dispatch(&applied);
         Ok(applied)
     }

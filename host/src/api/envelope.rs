@@ -1,0 +1,196 @@
+//! Azure's resource envelope `{id, name, type, systemData, properties, eTag}`, strong ETags,
+//! `If-Match` / `If-None-Match`, lists with `$top` / `$skipToken`, and the audit entry of a
+//! request.
+
+use super::auth::Caller;
+use super::problem::Problem;
+use crate::store::{NewAudit, ResourceMeta};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// The resource kinds, as path segments, with their Azure `type`.
+pub(super) fn azure_type(kind: &str) -> String {
+    format!("Microsoft.ContainerService/fleets/{kind}")
+}
+
+/// A resource's id: its path without `/api/v1`.
+pub(super) fn resource_id(fleet: &str, kind: &str, name: &str) -> String {
+    format!("/fleets/{fleet}/{kind}/{name}")
+}
+
+/// The strong ETag of a resource's properties: it changes with every change of state.
+pub(super) fn etag_of(properties: &Value) -> String {
+    let digest = Sha256::digest(serde_json::to_vec(properties).expect("JSON serialises"));
+    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+use crate::now_rfc3339;
+
+/// The metadata of a resource being written by `caller` (created now, or changed now).
+pub(super) fn written(
+    kind: &str,
+    name: &str,
+    caller: &Caller,
+    existing: Option<&ResourceMeta>,
+    body: &Value,
+) -> ResourceMeta {
+    let now = now_rfc3339();
+    let (created_by, created_at) = match existing {
+        Some(m) => (m.created_by.clone(), m.created_at.clone()),
+        None => (caller.name.clone(), now.clone()),
+    };
+    ResourceMeta {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        etag: etag_of(body),
+        created_by,
+        created_at,
+        last_modified_by: caller.name.clone(),
+        last_modified_at: now,
+        body: Some(body.to_string()),
+    }
+}
+
+/// The envelope around `properties`; returns it and its ETag.
+pub(super) fn envelope(fleet: &str, meta: &ResourceMeta, properties: Value) -> (Value, String) {
+    let etag = etag_of(&properties);
+    let v = json!({
+        "id": resource_id(fleet, &meta.kind, &meta.name),
+        "name": meta.name,
+        "type": azure_type(&meta.kind),
+        "systemData": {
+            "createdBy": meta.created_by,
+            "createdByType": "User",
+            "createdAt": meta.created_at,
+            "lastModifiedBy": meta.last_modified_by,
+            "lastModifiedByType": "User",
+            "lastModifiedAt": meta.last_modified_at,
+        },
+        "properties": properties,
+        "eTag": etag,
+    });
+    (v, etag)
+}
+
+/// The stored body of a resource (its properties as last written).
+pub(super) fn stored_body(meta: &ResourceMeta) -> Value {
+    meta.body
+        .as_deref()
+        .and_then(|b| serde_json::from_str(b).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
+/// `If-Match` and `If-None-Match` of a request.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Preconditions {
+    if_match: Option<String>,
+    if_none_match: Option<String>,
+}
+
+impl Preconditions {
+    pub(super) fn of(headers: &HeaderMap) -> Preconditions {
+        let get = |h: header::HeaderName| {
+            headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.trim().to_string())
+        };
+        Preconditions {
+            if_match: get(header::IF_MATCH),
+            if_none_match: get(header::IF_NONE_MATCH),
+        }
+    }
+
+    /// 412 unless the resource's current ETag (`None`: it does not exist) meets them.
+    pub(super) fn check(&self, current: Option<&str>) -> Result<(), Problem> {
+        let failed = |detail: String| {
+            Err(Problem::new(
+                StatusCode::PRECONDITION_FAILED,
+                "PreconditionFailed",
+                detail,
+            ))
+        };
+        if let Some(m) = &self.if_match {
+            let ok = match current {
+                None => false,
+                Some(cur) => m == "*" || m.split(',').any(|t| t.trim() == cur),
+            };
+            if !ok {
+                return failed(match current {
+                    None => format!("If-Match {m}: the resource does not exist"),
+                    Some(cur) => format!("If-Match {m}: the resource's eTag is now {cur}"),
+                });
+            }
+        }
+        if let Some(n) = &self.if_none_match {
+            let hit = match current {
+                None => false,
+                Some(cur) => n == "*" || n.split(',').any(|t| t.trim() == cur),
+            };
+            if hit {
+                return failed(format!("If-None-Match {n}: the resource exists"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A resource response: the JSON with its `ETag` header.
+pub(super) fn respond(status: StatusCode, etag: &str, body: &Value) -> Response {
+    let mut r = (status, axum::Json(body.clone())).into_response();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}
+
+/// The audit entry of a request (outcome `ok`; the engine sets a refusal's code).
+pub(super) fn audit(caller: &Caller, action: &str, target: &str, request_id: &str) -> NewAudit {
+    NewAudit {
+        at: now_rfc3339(),
+        who: caller.name.clone(),
+        action: action.to_string(),
+        target: target.to_string(),
+        request_id: request_id.to_string(),
+        outcome: "ok".to_string(),
+        detail: None,
+    }
+}
+
+/// The same entry, refused with `problem`.
+pub(super) fn refused(mut a: NewAudit, problem: &Problem) -> NewAudit {
+    a.outcome = problem.code.clone();
+    a.detail = Some(problem.detail.clone());
+    a
+}
+
+/// `$top` and `$skipToken` of a list request.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub(super) struct Paging {
+    #[serde(rename = "$top")]
+    pub(super) top: Option<u32>,
+    #[serde(rename = "$skipToken")]
+    pub(super) skip_token: Option<String>,
+}
+
+/// `{value, nextLink}` over items sorted by name: those after `$skipToken`, at most `$top`.
+pub(super) fn page(path: &str, items: Vec<(String, Value)>, paging: &Paging) -> Value {
+    let top = paging.top.unwrap_or(100).clamp(1, 1000) as usize;
+    let after: Vec<(String, Value)> = items
+        .into_iter()
+        .filter(|(name, _)| paging.skip_token.as_ref().is_none_or(|t| name > t))
+        .collect();
+    let more = after.len() > top;
+    let shown: Vec<(String, Value)> = after.into_iter().take(top).collect();
+    let next = match (more, shown.last()) {
+        (true, Some((last, _))) => Value::String(format!("{path}?$top={top}&$skipToken={last}")),
+        _ => Value::Null,
+    };
+    json!({
+        "value": shown.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        "nextLink": next,
+    })
+}

@@ -1,0 +1,295 @@
+//! `gates`: the fleet's gates, from every run's status tree. A gate's name is a lowercase GUID
+//! derived from the run and its place in the run (stable across restarts); approving it
+//! (`PATCH {"properties":{"state":"Completed"}}` or `POST .../approve`) completes it in the
+//! engine and records who approved it.
+
+use super::envelope::{self, audit, page, refused, respond, Paging};
+use super::problem::Problem;
+use super::strategies::store_problem;
+use super::{json_body, ApiState, Need};
+use crate::daemon::{Extras, Worker};
+use crate::store::StoreRead;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use waverun_core::state::GateStatus;
+use waverun_core::{Command, GateSelector, GateTiming, State as RunState};
+
+pub(super) const KIND: &str = "gates";
+
+/// A created gate of some run.
+struct Found {
+    guid: String,
+    run: String,
+    engine_id: String,
+    stage: String,
+    group: Option<String>,
+    gate: GateStatus,
+}
+
+/// The GUID name of the engine's gate `engine_id`.
+fn guid(engine_id: &str) -> String {
+    let d = Sha256::digest(format!("waverun-gate:{engine_id}").as_bytes());
+    let h: String = d.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Every created gate of every run, in run and tree order.
+fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
+    let runs = w
+        .engine()
+        .stored()
+        .resources(super::runs::KIND)
+        .map_err(store_problem)?;
+    let mut out = Vec::new();
+    for run in runs {
+        let status = w
+            .engine()
+            .status(&run.name)
+            .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+        for s in &status.stages {
+            let mut take = |group: Option<&str>, gates: &[GateStatus]| {
+                for g in gates {
+                    if let Some(id) = &g.gate_id {
+                        out.push(Found {
+                            guid: guid(id),
+                            run: run.name.clone(),
+                            engine_id: id.clone(),
+                            stage: s.name.clone(),
+                            group: group.map(str::to_string),
+                            gate: g.clone(),
+                        });
+                    }
+                }
+            };
+            take(None, &s.before_gates);
+            take(None, &s.after_gates);
+            for g in &s.groups {
+                take(Some(&g.name), &g.before_gates);
+                take(Some(&g.name), &g.after_gates);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn resource(fleet: &str, f: &Found) -> (Value, String) {
+    let timing = match f.gate.timing {
+        GateTiming::Before => "Before",
+        GateTiming::After => "After",
+    };
+    let mut target = json!({
+        "id": envelope::resource_id(fleet, super::runs::KIND, &f.run),
+        "updateRunProperties": { "name": f.run, "stage": f.stage, "timing": timing },
+    });
+    if let Some(g) = &f.group {
+        target["updateRunProperties"]["group"] = json!(g);
+    }
+    let mut properties = json!({
+        "provisioningState": "Succeeded",
+        "gateType": f.gate.gate_type,
+        "target": target,
+        "state": f.gate.status.state,
+    });
+    if let Some(d) = &f.gate.display_name {
+        properties["displayName"] = json!(d);
+    }
+    if let Some(t) = f.gate.absolute_start_time {
+        properties["scheduledStartProperties"] = json!({ "absoluteStartTime": t });
+    }
+    if let Some(by) = &f.gate.completed_by {
+        properties["completedBy"] = json!(by);
+    }
+    let etag = envelope::etag_of(&properties);
+    let v = json!({
+        "id": envelope::resource_id(fleet, KIND, &f.guid),
+        "name": f.guid,
+        "type": envelope::azure_type(KIND),
+        "properties": properties,
+        "eTag": etag,
+    });
+    (v, etag)
+}
+
+/// `GET /gates`'s query: `$filter=state eq Pending`, `run=NAME`, paging.
+#[derive(Deserialize)]
+pub(super) struct ListQuery {
+    #[serde(rename = "$filter")]
+    filter: Option<String>,
+    run: Option<String>,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+fn state_filter(filter: &str) -> Result<RunState, Problem> {
+    let bad = || {
+        Problem::invalid(
+            "$filter",
+            format!("{filter:?}: the supported filter is `state eq Pending|Completed|Skipped`"),
+        )
+    };
+    let rest = filter.trim().strip_prefix("state eq ").ok_or_else(bad)?;
+    serde_json::from_value(json!(rest.trim().trim_matches('\''))).map_err(|_| bad())
+}
+
+pub(super) async fn list(
+    State(st): State<Arc<ApiState>>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let state = q.filter.as_deref().map(state_filter).transpose()?;
+    let f = fleet.clone();
+    let run = q.run.clone();
+    let items = st
+        .engine(move |w| {
+            let gates = all_gates(w)?;
+            Ok(gates
+                .iter()
+                .filter(|g| state.is_none_or(|s| g.gate.status.state == s))
+                .filter(|g| run.as_ref().is_none_or(|r| &g.run == r))
+                .map(|g| (g.guid.clone(), resource(&f, g).0))
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let path = format!("/api/v1/fleets/{fleet}/{KIND}");
+    Ok(axum::Json(page(&path, items, &q.paging)).into_response())
+}
+
+fn find(w: &mut Worker, id: &str) -> Result<Found, Problem> {
+    all_gates(w)?
+        .into_iter()
+        .find(|g| g.guid == id)
+        .ok_or_else(|| Problem::not_found("gate", id))
+}
+
+pub(super) async fn show(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let f = fleet.clone();
+    let (v, etag) = st.engine(move |w| Ok(resource(&f, &find(w, &id)?))).await?;
+    Ok(respond(StatusCode::OK, &etag, &v))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatePatch {
+    properties: GatePatchProperties,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatePatchProperties {
+    state: String,
+}
+
+pub(super) async fn patch(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Approve)?;
+    let text = json_body(&headers, body)?;
+    let p: GatePatch =
+        waverun_core::document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
+    if p.properties.state != "Completed" {
+        return Err(Problem::invalid(
+            "properties.state",
+            format!(
+                "{:?}: a gate can only be set to Completed",
+                p.properties.state
+            ),
+        ));
+    }
+    approve_gate(st, fleet, id, headers, caller).await
+}
+
+pub(super) async fn approve(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Approve)?;
+    approve_gate(st, fleet, id, headers, caller).await
+}
+
+async fn approve_gate(
+    st: Arc<ApiState>,
+    fleet: String,
+    id: String,
+    headers: HeaderMap,
+    caller: super::Caller,
+) -> Result<Response, Problem> {
+    let pre = envelope::Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &id);
+    let f = fleet.clone();
+    let (v, etag) = st
+        .engine(move |w| {
+            let mut entry = audit(&caller, "gates.approve", &target, &request_id);
+            let found = match find(w, &id) {
+                Ok(g) => g,
+                Err(p) => {
+                    let _ = w.engine().record(Extras {
+                        audit: Some(refused(entry, &p)),
+                        ..Extras::default()
+                    });
+                    return Err(p);
+                }
+            };
+            entry.detail = Some(format!(
+                "run {} stage {}{} gate {}",
+                found.run,
+                found.stage,
+                found
+                    .group
+                    .as_ref()
+                    .map(|g| format!(" group {g}"))
+                    .unwrap_or_default(),
+                found.engine_id
+            ));
+            if let Err(p) = pre.check(Some(&resource(&f, &found).1)) {
+                let _ = w.engine().record(Extras {
+                    audit: Some(refused(entry, &p)),
+                    ..Extras::default()
+                });
+                return Err(p);
+            }
+            let command = Command::CompleteGate {
+                run: found.run.clone(),
+                gate: GateSelector {
+                    id: Some(found.engine_id.clone()),
+                    stage: None,
+                    group: None,
+                    timing: None,
+                },
+                by: Some(caller.name.clone()),
+            };
+            let extras = Extras {
+                audit: Some(entry),
+                ..Extras::default()
+            };
+            w.command_step(&command, extras)
+                .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+            Ok(resource(&f, &find(w, &id)?))
+        })
+        .await?;
+    Ok(respond(StatusCode::OK, &etag, &v))
+}

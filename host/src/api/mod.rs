@@ -1,0 +1,200 @@
+//! The daemon's HTTP API (`shared/spec/api.md`): Azure Kubernetes Fleet Manager's resources and
+//! envelopes under `/api/v1/fleets/{fleet}`, RFC 9457 problems, strong ETags, bearer tokens
+//! with roles, the audit log. Handlers are thin: they check the caller and the body, then run
+//! one job on the engine thread ([`crate::daemon::Daemon::call`]) that checks preconditions,
+//! applies the command and writes the resource metadata in the command's own step — so a
+//! request either changes the engine and the store together or changes nothing.
+
+mod auth;
+mod envelope;
+mod events;
+mod gates;
+mod members;
+mod problem;
+mod runs;
+mod strategies;
+
+pub use auth::{token_hash, Auth, Caller, Need, Role};
+pub use problem::Problem;
+
+use crate::daemon::{Daemon, Worker};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Request bodies larger than this are refused (413).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// What every handler shares.
+pub struct ApiState {
+    daemon: Arc<Daemon>,
+    fleet: String,
+    auth: Auth,
+    requests: AtomicU64,
+    boot: u64,
+}
+
+impl ApiState {
+    /// The API of the fleet `fleet`, run by `daemon`, for the callers `auth` knows.
+    pub fn new(daemon: Arc<Daemon>, fleet: &str, auth: Auth) -> ApiState {
+        let boot = crate::runtime::host::SystemClock.now_ms() as u64;
+        ApiState {
+            daemon,
+            fleet: fleet.to_string(),
+            auth,
+            requests: AtomicU64::new(0),
+            boot,
+        }
+    }
+
+    /// The fleet's name.
+    pub fn fleet(&self) -> &str {
+        &self.fleet
+    }
+
+    /// 404 unless `fleet` is the one this daemon serves.
+    fn check_fleet(&self, fleet: &str) -> Result<(), Problem> {
+        if fleet == self.fleet {
+            Ok(())
+        } else {
+            Err(Problem::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!(
+                    "fleet {fleet:?} is not served here; this daemon serves {:?}",
+                    self.fleet
+                ),
+            ))
+        }
+    }
+
+    /// The caller, after the fleet check.
+    fn caller(&self, fleet: &str, headers: &HeaderMap, need: Need) -> Result<Caller, Problem> {
+        self.check_fleet(fleet)?;
+        self.auth.check(headers, need)
+    }
+
+    /// The request's id: the client's `x-request-id` when it sent a short one, else a new one.
+    fn request_id(&self, headers: &HeaderMap) -> String {
+        headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= 128)
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                let n = self.requests.fetch_add(1, Ordering::Relaxed);
+                format!("{:x}-{n}", self.boot)
+            })
+    }
+
+    /// Runs `f` on the engine thread.
+    async fn engine<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> Result<T, Problem> + Send + 'static,
+    ) -> Result<T, Problem> {
+        let daemon = self.daemon.clone();
+        tokio::task::spawn_blocking(move || daemon.call(f))
+            .await
+            .map_err(|_| Problem::unavailable("the engine call was cancelled"))??
+    }
+}
+
+use crate::runtime::host::Clock;
+
+/// A JSON request body: 415 unless it is JSON, 413 over [`MAX_BODY_BYTES`], 400 if not UTF-8.
+fn json_body(
+    headers: &HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<String, Problem> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|v| v == "application/json" || v.ends_with("+json"));
+    if !is_json {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            "the body must be JSON (Content-Type: application/json)",
+        ));
+    }
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PayloadTooLarge",
+                format!("the body is over {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            Problem::new(StatusCode::BAD_REQUEST, "InvalidBody", e.body_text())
+        }
+    })?;
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| Problem::invalid("", "the body is not UTF-8 text"))
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(st): State<Arc<ApiState>>) -> Response {
+    let ready = st.engine(|w| {
+        let wakeup = w.engine().next_wakeup();
+        wakeup.map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))
+    });
+    match ready.await {
+        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
+        Err(p) => p.into_response(),
+    }
+}
+
+async fn no_such_path(uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("no such path: {}", uri.path()),
+    )
+}
+
+/// The API's routes over `state`.
+pub fn router(state: Arc<ApiState>) -> Router {
+    let fleet = Router::new()
+        .route("/updateStrategies", get(strategies::list))
+        .route(
+            "/updateStrategies/{name}",
+            get(strategies::show)
+                .put(strategies::put)
+                .delete(strategies::delete),
+        )
+        .route("/updateRuns", get(runs::list))
+        .route(
+            "/updateRuns/{name}",
+            get(runs::show).put(runs::put).delete(runs::delete),
+        )
+        .route("/updateRuns/{name}/{action}", post(runs::action))
+        .route("/gates", get(gates::list))
+        .route("/gates/{id}", get(gates::show).patch(gates::patch))
+        .route("/gates/{id}/approve", post(gates::approve))
+        .route("/members", get(members::list))
+        .route("/members/{name}", get(members::show))
+        .route("/events", get(events::list))
+        .route("/audit", get(events::audit));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .nest("/api/v1/fleets/{fleet}", fleet)
+        .fallback(no_such_path)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}

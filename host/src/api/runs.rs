@@ -1,0 +1,362 @@
+//! `updateRuns`: create (or change before it starts), read with the engine's status tree,
+//! start, stop, skip, delete.
+
+use super::envelope::{self, audit, envelope, page, refused, respond, stored_body, written};
+use super::envelope::{Paging, Preconditions};
+use super::problem::{under_properties, Problem};
+use super::strategies::store_problem;
+use super::{json_body, ApiState, Need};
+use crate::daemon::{Extras, Worker};
+use crate::store::{ResourceMeta, StoreRead};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use waverun_core::document;
+use waverun_core::{Command, ManagedClusterUpdate, SkipTarget, UpdateRunSpec, UpdateStrategy};
+
+pub(super) const KIND: &str = "updateRuns";
+
+/// An update run as a PUT body gives it; Azure's read-only fields are accepted and ignored.
+#[allow(dead_code)]
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RunResource {
+    #[serde(default)]
+    id: Option<IgnoredAny>,
+    #[serde(default)]
+    name: Option<IgnoredAny>,
+    #[serde(default, rename = "type")]
+    kind: Option<IgnoredAny>,
+    #[serde(default)]
+    system_data: Option<IgnoredAny>,
+    #[serde(default)]
+    e_tag: Option<IgnoredAny>,
+    properties: RunProperties,
+}
+
+#[allow(dead_code)]
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RunProperties {
+    #[serde(default)]
+    update_strategy_id: Option<String>,
+    #[serde(default)]
+    strategy: Option<UpdateStrategy>,
+    managed_cluster_update: ManagedClusterUpdate,
+    #[serde(default)]
+    provisioning_state: Option<IgnoredAny>,
+    #[serde(default)]
+    status: Option<IgnoredAny>,
+    #[serde(default)]
+    auto_upgrade_profile_id: Option<IgnoredAny>,
+}
+
+/// The strategy name in an `updateStrategyId`: `/fleets/{fleet}/updateStrategies/{name}` (an
+/// ARM id ending the same way is accepted too).
+fn strategy_name(fleet: &str, id: &str) -> Result<String, Problem> {
+    let bad = || {
+        Problem::invalid(
+            "properties.updateStrategyId",
+            format!("{id:?} is not an update strategy of this fleet (/fleets/{fleet}/updateStrategies/NAME)"),
+        )
+    };
+    let rest = id.trim_end_matches('/');
+    let (head, name) = rest.rsplit_once("/updateStrategies/").ok_or_else(bad)?;
+    if !head.ends_with(&format!("/fleets/{fleet}")) || name.is_empty() || name.contains('/') {
+        return Err(bad());
+    }
+    Ok(name.to_string())
+}
+
+/// Engine paths of a run spec under the request's `properties`.
+fn run_path(path: &str) -> String {
+    match path {
+        "updateStrategyName" => "properties.updateStrategyId".to_string(),
+        p => under_properties(p),
+    }
+}
+
+/// The run's resource: the stored properties with the engine's status tree.
+fn run_resource(
+    w: &mut Worker,
+    fleet: &str,
+    meta: &ResourceMeta,
+) -> Result<(Value, String), Problem> {
+    let mut properties = stored_body(meta);
+    let status = w
+        .engine()
+        .status(&meta.name)
+        .map_err(|e| Problem::daemon(&e, &run_path))?;
+    let status = serde_json::to_value(&status).expect("a status serialises");
+    properties["provisioningState"] = json!("Succeeded");
+    properties["status"] = status;
+    Ok(envelope(fleet, meta, properties))
+}
+
+fn find(w: &mut Worker, name: &str) -> Result<ResourceMeta, Problem> {
+    w.engine()
+        .stored()
+        .resource(KIND, name)
+        .map_err(store_problem)?
+        .ok_or_else(|| Problem::not_found("update run", name))
+}
+
+pub(super) async fn list(
+    State(st): State<Arc<ApiState>>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+    Query(paging): Query<Paging>,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let f = fleet.clone();
+    let items = st
+        .engine(move |w| {
+            let metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
+            metas
+                .iter()
+                .map(|m| Ok((m.name.clone(), run_resource(w, &f, m)?.0)))
+                .collect::<Result<Vec<_>, Problem>>()
+        })
+        .await?;
+    let path = format!("/api/v1/fleets/{fleet}/{KIND}");
+    Ok(axum::Json(page(&path, items, &paging)).into_response())
+}
+
+pub(super) async fn show(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let f = fleet.clone();
+    let (v, etag) = st
+        .engine(move |w| {
+            let meta = find(w, &name)?;
+            run_resource(w, &f, &meta)
+        })
+        .await?;
+    Ok(respond(StatusCode::OK, &etag, &v))
+}
+
+pub(super) async fn put(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let text = json_body(&headers, body)?;
+    let r: RunResource = document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
+    let p = r.properties;
+    let by_name = match (&p.update_strategy_id, &p.strategy) {
+        (Some(_), Some(_)) => {
+            return Err(Problem::invalid(
+                "properties.updateStrategyId",
+                "give updateStrategyId or strategy, not both",
+            ))
+        }
+        (Some(id), None) => Some(strategy_name(&fleet, id)?),
+        _ => None,
+    };
+    let pre = Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &name);
+    let f = fleet.clone();
+    let (created, v, etag) = st
+        .engine(move |w| {
+            let entry = audit(&caller, "updateRuns.put", &target, &request_id);
+            let existing = w
+                .engine()
+                .stored()
+                .resource(KIND, &name)
+                .map_err(store_problem)?;
+            let current = match &existing {
+                Some(m) => Some(run_resource(w, &f, m)?.1),
+                None => None,
+            };
+            // The referenced strategy is snapshotted into the run (as Azure does).
+            let snapshot = match &by_name {
+                Some(s) => {
+                    let meta = w.engine().stored().resource(super::strategies::KIND, s);
+                    let meta = meta.map_err(store_problem)?;
+                    meta.map(|m| stored_body(&m)["strategy"].clone())
+                }
+                None => None,
+            };
+            let check =
+                pre.check(current.as_deref())
+                    .and_then(|()| match (&by_name, &snapshot) {
+                        (Some(s), None) => Err(Problem::not_found("update strategy", s)
+                            .at("properties.updateStrategyId")),
+                        _ => Ok(()),
+                    });
+            if let Err(p) = check {
+                let _ = w.engine().record(Extras {
+                    audit: Some(refused(entry, &p)),
+                    ..Extras::default()
+                });
+                return Err(p);
+            }
+            let mut properties = json!({ "managedClusterUpdate": p.managed_cluster_update });
+            if let Some(id) = &p.update_strategy_id {
+                properties["updateStrategyId"] = json!(id);
+            }
+            if let Some(s) = p.strategy.as_ref() {
+                properties["strategy"] = json!(s);
+            } else if let Some(s) = snapshot {
+                properties["strategy"] = s;
+            }
+            let spec = UpdateRunSpec {
+                name: name.clone(),
+                strategy: p.strategy.clone(),
+                update_strategy_name: by_name.clone(),
+                managed_cluster_update: p.managed_cluster_update.clone(),
+                auto_upgrade_profile_name: None,
+            };
+            let command = if existing.is_some() {
+                Command::UpdateRun { run: spec }
+            } else {
+                Command::CreateRun { run: spec }
+            };
+            let meta = written(KIND, &name, &caller, existing.as_ref(), &properties);
+            let extras = Extras {
+                audit: Some(entry),
+                resources: vec![meta.clone()],
+                ..Extras::default()
+            };
+            w.command_step(&command, extras)
+                .map_err(|e| Problem::daemon(&e, &run_path))?;
+            let (v, etag) = run_resource(w, &f, &meta)?;
+            Ok((existing.is_none(), v, etag))
+        })
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(respond(status, &etag, &v))
+}
+
+/// `POST /updateRuns/{name}/skip`'s body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SkipBody {
+    targets: Vec<SkipTargetBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SkipTargetBody {
+    #[serde(rename = "type")]
+    kind: String,
+    name: String,
+}
+
+pub(super) async fn action(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let command = match action.as_str() {
+        "start" => Command::StartRun { name: name.clone() },
+        "stop" => Command::StopRun { name: name.clone() },
+        "skip" => {
+            let text = json_body(&headers, body)?;
+            let b: SkipBody =
+                document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
+            if b.targets.is_empty() {
+                return Err(Problem::invalid("targets", "must name at least one target"));
+            }
+            let mut targets = Vec::new();
+            for (i, t) in b.targets.iter().enumerate() {
+                let parsed = SkipTarget::parse(&format!("{}:{}", t.kind, t.name))
+                    .map_err(|e| Problem::invalid(&format!("targets[{i}]"), e))?;
+                targets.push(parsed);
+            }
+            Command::Skip {
+                run: name.clone(),
+                targets,
+            }
+        }
+        other => {
+            return Err(Problem::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("no action {other:?} on update runs (start, stop, skip)"),
+            ))
+        }
+    };
+    let pre = Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &name);
+    let f = fleet.clone();
+    let (v, etag) = st
+        .engine(move |w| {
+            let entry = audit(
+                &caller,
+                &format!("updateRuns.{action}"),
+                &target,
+                &request_id,
+            );
+            let meta = find(w, &name)?;
+            let current = run_resource(w, &f, &meta)?.1;
+            if let Err(p) = pre.check(Some(&current)) {
+                let _ = w.engine().record(Extras {
+                    audit: Some(refused(entry, &p)),
+                    ..Extras::default()
+                });
+                return Err(p);
+            }
+            let extras = Extras {
+                audit: Some(entry),
+                ..Extras::default()
+            };
+            w.command_step(&command, extras)
+                .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+            run_resource(w, &f, &meta)
+        })
+        .await?;
+    Ok(respond(StatusCode::OK, &etag, &v))
+}
+
+pub(super) async fn delete(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let pre = Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &name);
+    let f = fleet.clone();
+    st.engine(move |w| {
+        let entry = audit(&caller, "updateRuns.delete", &target, &request_id);
+        let meta = find(w, &name)?;
+        let current = run_resource(w, &f, &meta)?.1;
+        if let Err(p) = pre.check(Some(&current)) {
+            let _ = w.engine().record(Extras {
+                audit: Some(refused(entry, &p)),
+                ..Extras::default()
+            });
+            return Err(p);
+        }
+        let extras = Extras {
+            audit: Some(entry),
+            deleted_resources: vec![(KIND.to_string(), name.clone())],
+            ..Extras::default()
+        };
+        w.command_step(&Command::DeleteRun { name }, extras)
+            .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,170 @@
+//! `updateStrategies`: stored strategies (`properties.strategy`), read back as written.
+
+use super::envelope::{self, audit, envelope, page, refused, respond, stored_body, written};
+use super::envelope::{Paging, Preconditions};
+use super::problem::{under_properties, Problem};
+use super::{json_body, ApiState, Need};
+use crate::daemon::Extras;
+use crate::store::StoreRead;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use std::sync::Arc;
+use waverun_core::document::{self, Document, Format};
+use waverun_core::Command;
+
+pub(super) const KIND: &str = "updateStrategies";
+
+pub(super) async fn list(
+    State(st): State<Arc<ApiState>>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+    Query(paging): Query<Paging>,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let f = fleet.clone();
+    let items = st
+        .engine(move |w| {
+            let metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
+            Ok(metas
+                .iter()
+                .map(|m| (m.name.clone(), envelope(&f, m, stored_body(m)).0))
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let path = format!("/api/v1/fleets/{fleet}/{KIND}");
+    Ok(axum::Json(page(&path, items, &paging)).into_response())
+}
+
+pub(super) async fn show(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let f = fleet.clone();
+    let (v, etag) = st
+        .engine(move |w| {
+            let meta = w
+                .engine()
+                .stored()
+                .resource(KIND, &name)
+                .map_err(store_problem)?;
+            let meta = meta.ok_or_else(|| Problem::not_found("update strategy", &name))?;
+            Ok(envelope(&f, &meta, stored_body(&meta)))
+        })
+        .await?;
+    Ok(respond(StatusCode::OK, &etag, &v))
+}
+
+pub(super) async fn put(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let text = json_body(&headers, body)?;
+    let strategy = match document::document(&text, Format::Json) {
+        Ok(Document::Strategy { strategy, .. }) => strategy,
+        Ok(Document::Scenario(_)) => {
+            return Err(Problem::invalid(
+                "properties.strategy",
+                "is required: the body is an update strategy resource, {properties: {strategy: {stages: [...]}}}",
+            ))
+        }
+        Err(e) => return Err(Problem::engine(&e, "")),
+    };
+    let pre = Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &name);
+    let f = fleet.clone();
+    let (created, v, etag) = st
+        .engine(move |w| {
+            let entry = audit(&caller, "updateStrategies.put", &target, &request_id);
+            let existing = w
+                .engine()
+                .stored()
+                .resource(KIND, &name)
+                .map_err(store_problem)?;
+            let current = existing
+                .as_ref()
+                .map(|m| envelope::etag_of(&stored_body(m)));
+            if let Err(p) = pre.check(current.as_deref()) {
+                let _ = w.engine().record(Extras {
+                    audit: Some(refused(entry, &p)),
+                    ..Extras::default()
+                });
+                return Err(p);
+            }
+            let properties = json!({ "strategy": strategy });
+            let meta = written(KIND, &name, &caller, existing.as_ref(), &properties);
+            let command = Command::UpsertStrategy {
+                name: name.clone(),
+                strategy,
+            };
+            let extras = Extras {
+                audit: Some(entry),
+                resources: vec![meta.clone()],
+                ..Extras::default()
+            };
+            w.command_step(&command, extras)
+                .map_err(|e| Problem::daemon(&e, &under_properties))?;
+            let (v, etag) = envelope(&f, &meta, properties);
+            Ok((existing.is_none(), v, etag))
+        })
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(respond(status, &etag, &v))
+}
+
+pub(super) async fn delete(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let pre = Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &name);
+    st.engine(move |w| {
+        let entry = audit(&caller, "updateStrategies.delete", &target, &request_id);
+        let existing = w
+            .engine()
+            .stored()
+            .resource(KIND, &name)
+            .map_err(store_problem)?;
+        let check = match &existing {
+            None => Err(Problem::not_found("update strategy", &name)),
+            Some(m) => pre.check(Some(&envelope::etag_of(&stored_body(m)))),
+        };
+        if let Err(p) = check {
+            let _ = w.engine().record(Extras {
+                audit: Some(refused(entry, &p)),
+                ..Extras::default()
+            });
+            return Err(p);
+        }
+        let extras = Extras {
+            audit: Some(entry),
+            deleted_resources: vec![(KIND.to_string(), name.clone())],
+            ..Extras::default()
+        };
+        w.command_step(&Command::DeleteStrategy { name }, extras)
+            .map_err(|e| Problem::daemon(&e, &under_properties))?;
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A store read failed: 503, nothing changed.
+pub(super) fn store_problem(e: crate::store::StoreError) -> Problem {
+    Problem::unavailable(&e.to_string())
+}

@@ -1,0 +1,321 @@
+//! `waverun serve`: the daemon put together. The store in the data directory, the fleet clock,
+//! the providers (the simulated fleet of `--fleet`), the engine thread, and the HTTP API on a
+//! tokio runtime; a clean shutdown closes the store so the next start skips the integrity check.
+
+mod config;
+pub mod demo;
+mod fleet_file;
+
+pub use config::{ConfigFile, Overrides, ServeConfig, TokenConfig};
+pub use fleet_file::FleetFile;
+
+use crate::api::{self, ApiState, Auth};
+use crate::daemon::{Daemon, Extras, FleetClock, FleetEngine, Providers};
+use crate::providers::{ClusterTarget, Provider, SimulatedCluster, SimulatedProvider};
+use crate::runtime::{InstanceConfig, PluginModule, PluginRuntime, RuntimeConfig};
+use crate::store::{meta, ResourceMeta, SqliteStore, Store, StoreRead};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use waverun_core::{Command, Member, NodePool};
+
+/// The database file in a data directory.
+pub const DB_FILE: &str = "waverun.db";
+
+/// A running daemon.
+pub struct Server {
+    addr: SocketAddr,
+    data_dir: PathBuf,
+    fleet: String,
+    module_hash: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+/// Where the module comes from: the one built in, or a file.
+pub enum ModuleSource {
+    /// [`crate::runtime::EMBEDDED_PLUGIN`].
+    Embedded,
+    /// `--plugin PATH`.
+    File(PathBuf),
+}
+
+fn load_module(source: &ModuleSource, cache: PathBuf) -> Result<PluginModule, String> {
+    let rt = PluginRuntime::new(RuntimeConfig::with_cache(cache)).map_err(|e| e.to_string())?;
+    let m = match source {
+        ModuleSource::Embedded => rt.load(crate::runtime::EMBEDDED_PLUGIN),
+        ModuleSource::File(p) => rt.load_file(p),
+    };
+    m.map_err(|e| format!("loading the engine plugin: {e}"))
+}
+
+fn hash_of(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Server {
+    /// Starts the daemon: opens (or creates) the data directory, restores the engine, registers
+    /// the fleet file's clusters, and listens. Returns once it is ready.
+    pub fn start(config: &ServeConfig, source: &ModuleSource) -> Result<Server, String> {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| format!("data dir {}: {e}", config.data_dir.display()))?;
+        let db = config.data_dir.join(DB_FILE);
+        let mut store = SqliteStore::open(&db).map_err(|e| format!("{}: {e}", db.display()))?;
+        match store.meta(meta::FLEET).map_err(|e| e.to_string())? {
+            Some(f) if f != config.fleet => {
+                return Err(format!(
+                    "data dir {} holds fleet {f:?}, not {:?}: name it with --fleet-name {f}, or use another --data-dir",
+                    config.data_dir.display(),
+                    config.fleet
+                ))
+            }
+            Some(_) => {}
+            None => store
+                .set_meta(meta::FLEET, &config.fleet)
+                .map_err(|e| e.to_string())?,
+        }
+        let fleet_file = match &config.fleet_file {
+            Some(p) => Some((crate::load_file::<FleetFile>(p)?, crate::read_document(p)?)),
+            None => None,
+        };
+        let start_ms = fleet_file
+            .as_ref()
+            .and_then(|(f, _)| f.start)
+            .map(|t| t.timestamp_millis());
+        let clock = FleetClock::resume(&mut store, config.time_scale, start_ms)
+            .map_err(|e| e.to_string())?;
+        let cache = config
+            .module_cache
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("modules"));
+        let module = load_module(source, cache)?;
+        let module_hash = module.sha256().to_string();
+        store
+            .set_meta(meta::MODULE_HASH, &module_hash)
+            .map_err(|e| e.to_string())?;
+        let mut providers: Providers = Default::default();
+        let clusters: Vec<SimulatedCluster> = fleet_file
+            .as_ref()
+            .map(|(f, _)| f.members.iter().map(SimulatedCluster::from).collect())
+            .unwrap_or_default();
+        let seed = fleet_file.as_ref().map_or(0, |(f, _)| f.seed);
+        let simulated = Arc::new(
+            SimulatedProvider::open(&db, clusters, clock, seed).map_err(|e| e.to_string())?,
+        );
+        providers.insert(
+            "simulated".to_string(),
+            simulated.clone() as Arc<dyn Provider>,
+        );
+        let (engine, _) = FleetEngine::start(
+            &module,
+            store,
+            clock,
+            InstanceConfig::default(),
+            "simulated",
+        )
+        .map_err(|e| format!("starting the engine: {e}"))?;
+        let daemon = Arc::new(Daemon::spawn(engine, clock, providers));
+        if let Some((file, text)) = fleet_file {
+            register_fleet(&daemon, &file, &text, simulated.clone(), &clock)?;
+        }
+        let mut auth = Auth::open();
+        for t in &config.tokens {
+            auth = auth.with_hash(&t.name, t.role, &t.sha256);
+        }
+        let state = Arc::new(ApiState::new(daemon.clone(), &config.fleet, auth));
+        let router = api::router(state);
+        let std_listener = std::net::TcpListener::bind(config.listen)
+            .map_err(|e| format!("listen on {}: {e}", config.listen))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
+        let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("waverun-api".to_string())
+            .spawn(move || -> Result<(), String> {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(std_listener)
+                        .map_err(|e| e.to_string())?;
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(async move {
+                            let _ = stop.await;
+                        })
+                        .await
+                        .map_err(|e| e.to_string())
+                })?;
+                // In-flight requests are done: close the store.
+                match Arc::try_unwrap(daemon) {
+                    Ok(d) => d.shutdown().map_err(|e| e.to_string()),
+                    Err(_) => Ok(()), // still shared: its last owner closes it
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Server {
+            addr,
+            data_dir: config.data_dir.clone(),
+            fleet: config.fleet.clone(),
+            module_hash,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on (the port, when it was 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// The fleet's name.
+    pub fn fleet(&self) -> &str {
+        &self.fleet
+    }
+
+    /// The SHA-256 of the engine module executing the fleet's runs.
+    pub fn module_hash(&self) -> &str {
+        &self.module_hash
+    }
+
+    /// Stops accepting requests, lets those in flight finish, closes the store.
+    pub fn shutdown(mut self) -> Result<(), String> {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err("the API thread panicked".to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the server stops by itself (it never does, unless it fails).
+    pub fn wait(mut self) -> Result<(), String> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err("the API thread panicked".to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Registers the fleet file's clusters (as their provider describes them now), its releases
+/// and its freezes — once per version of the file (`meta.fleet_file_hash`).
+fn register_fleet(
+    daemon: &Daemon,
+    file: &FleetFile,
+    text: &str,
+    simulated: Arc<SimulatedProvider>,
+    clock: &FleetClock,
+) -> Result<(), String> {
+    let hash = hash_of(text.as_bytes());
+    let file = file.clone();
+    let now =
+        waverun_core::Timestamp::from_timestamp_millis(crate::runtime::host::Clock::now_ms(clock))
+            .unwrap_or_default();
+    daemon
+        .call(move |w| -> Result<(), String> {
+            let known = w
+                .engine()
+                .stored()
+                .meta("fleet_file_hash")
+                .map_err(|e| e.to_string())?;
+            if known.as_deref() == Some(hash.as_str()) {
+                return Ok(());
+            }
+            for m in &file.members {
+                let target = ClusterTarget {
+                    member: m.name.clone(),
+                    cluster_ref: m.provider.as_ref().and_then(|p| p.id.clone()),
+                };
+                let d = simulated
+                    .describe(&target)
+                    .map_err(|e| format!("members: {}: {e}", m.name))?;
+                let mut member: Member = m.member();
+                member.kubernetes_version = d.kubernetes_version.clone();
+                member.node_pools = m
+                    .node_pools
+                    .iter()
+                    .map(|p| NodePool {
+                        image_version: d
+                            .node_images
+                            .iter()
+                            .find(|i| i.node_pool == p.name)
+                            .map_or_else(|| p.image_version.clone(), |i| i.image_version.clone()),
+                        ..p.clone()
+                    })
+                    .collect();
+                let properties = json!({
+                    "provider": m.provider.as_ref().map_or("simulated", |p| p.name.as_str()),
+                    "clusterRef": m.provider.as_ref().and_then(|p| p.id.clone()),
+                    "group": m.group,
+                    "labels": m.labels,
+                    "status": {
+                        "kubernetesVersion": member.kubernetes_version,
+                        "nodePools": member.node_pools,
+                        "region": member.region,
+                        "maintenance": member.maintenance,
+                    },
+                });
+                let now_s = crate::now_rfc3339();
+                let meta = ResourceMeta {
+                    kind: "members".to_string(),
+                    name: m.name.clone(),
+                    etag: String::new(),
+                    created_by: "fleet-file".to_string(),
+                    created_at: now_s.clone(),
+                    last_modified_by: "fleet-file".to_string(),
+                    last_modified_at: now_s,
+                    body: Some(properties.to_string()),
+                };
+                w.command_step(
+                    &Command::UpsertMember { member },
+                    Extras {
+                        resources: vec![meta],
+                        ..Extras::default()
+                    },
+                )
+                .map_err(|e| format!("members: {}: {e}", m.name))?;
+            }
+            let catalog = file.catalog(file.start.unwrap_or(now));
+            w.command(&Command::SetCatalog { catalog }, None)
+                .map_err(|e| format!("releases: {e}"))?;
+            w.command(
+                &Command::SetFreezes {
+                    freezes: file.freezes.clone(),
+                },
+                None,
+            )
+            .map_err(|e| format!("freezes: {e}"))?;
+            w.engine()
+                .store()
+                .set_meta("fleet_file_hash", &hash)
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| e.to_string())?
+}

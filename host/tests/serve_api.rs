@@ -1,0 +1,515 @@
+//! The daemon behind its HTTP API, in-process, on a real loopback port with a real data
+//! directory: strategies and runs go in over HTTP, gates are approved over HTTP, and the run ends
+//! as `waverun simulate` says; ETags guard changes; bad bodies are problems naming the field and
+//! change nothing; tokens and roles are enforced; the audit log says who did what.
+
+mod runtime_support;
+
+use runtime_support::{shared_cache, workspace};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use waverun_core::sim::{simulate, Scenario};
+use waverun_host::api::{token_hash, Role};
+use waverun_host::load_scenario;
+use waverun_host::serve::{ModuleSource, ServeConfig, Server, TokenConfig};
+
+const FLEET_FILE: &str = "tests/scenarios/gates-and-wait.yaml";
+
+struct Daemon {
+    server: Option<Server>,
+    base: String,
+    _dir: tempfile::TempDir,
+    agent: ureq::Agent,
+}
+
+struct Reply {
+    status: u16,
+    etag: Option<String>,
+    body: Value,
+}
+
+impl Daemon {
+    fn start(tokens: &[(&str, Role, &str)]) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.path().join("data"),
+            fleet: "default".to_string(),
+            time_scale: 200_000.0,
+            fleet_file: Some(workspace().join(FLEET_FILE)),
+            tokens: tokens
+                .iter()
+                .map(|(name, role, token)| TokenConfig {
+                    name: name.to_string(),
+                    role: *role,
+                    sha256: token_hash(token),
+                })
+                .collect(),
+            module_cache: Some(shared_cache()),
+        };
+        let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
+        let base = format!("http://{}/api/v1/fleets/default", server.addr());
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        Daemon {
+            server: Some(server),
+            base,
+            _dir: dir,
+            agent,
+        }
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Reply {
+        let url = if path.starts_with("http") {
+            path.to_string()
+        } else {
+            format!("{}{path}", self.base)
+        };
+        let mut req = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let has_type = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        if body.is_some() && !has_type {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req.body(body.unwrap_or("").to_string()).unwrap();
+        let mut resp = self
+            .agent
+            .run(req)
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = resp.status().as_u16();
+        let etag = resp
+            .headers()
+            .get("etag")
+            .map(|v| v.to_str().unwrap().to_string());
+        let text = resp.body_mut().read_to_string().unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Reply { status, etag, body }
+    }
+
+    fn get(&self, path: &str, token: Option<&str>) -> Reply {
+        self.call("GET", path, token, &[], None)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().expect("a clean shutdown");
+        }
+    }
+}
+
+fn scenario() -> Scenario {
+    load_scenario(&workspace().join(FLEET_FILE)).unwrap()
+}
+
+fn strategy_body(s: &Scenario) -> String {
+    json!({ "properties": { "strategy": s.strategy } }).to_string()
+}
+
+fn run_body(s: &Scenario) -> String {
+    json!({ "properties": {
+        "updateStrategyId": "/fleets/default/updateStrategies/rollout",
+        "managedClusterUpdate": s.run.managed_cluster_update,
+    }})
+    .to_string()
+}
+
+fn member_states(status: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for st in status["stages"].as_array().unwrap() {
+        for g in st["groups"].as_array().unwrap() {
+            for m in g["members"].as_array().unwrap() {
+                out.insert(
+                    m["name"].as_str().unwrap().to_string(),
+                    m["status"]["state"].as_str().unwrap().to_string(),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() {
+    let d = Daemon::start(&[]);
+    let s = scenario();
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[],
+        Some(&strategy_body(&s)),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.body["type"],
+        "Microsoft.ContainerService/fleets/updateStrategies"
+    );
+    assert_eq!(r.body["id"], "/fleets/default/updateStrategies/rollout");
+    assert_eq!(r.body["systemData"]["createdBy"], "anonymous");
+    let r = d.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(&s)));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.body["properties"]["status"]["status"]["state"],
+        "NotStarted"
+    );
+    assert_eq!(
+        r.body["properties"]["strategy"],
+        json!(s.strategy),
+        "the strategy is snapshotted into the run"
+    );
+    let r = d.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut approved = Vec::new();
+    let status = loop {
+        let gates = d.get("/gates?$filter=state%20eq%20Pending", None);
+        assert_eq!(gates.status, 200, "{}", gates.body);
+        for g in gates.body["value"].as_array().unwrap() {
+            let name = g["name"].as_str().unwrap().to_string();
+            assert_eq!(name.len(), 36, "a GUID: {name}");
+            if g["properties"]["gateType"] == "Approval" && !approved.contains(&name) {
+                let r = d.call("POST", &format!("/gates/{name}/approve"), None, &[], None);
+                assert_eq!(r.status, 200, "{}", r.body);
+                assert_eq!(r.body["properties"]["state"], "Completed");
+                approved.push(name);
+            }
+        }
+        let run = d.get("/updateRuns/r1", None);
+        let state = run.body["properties"]["status"]["status"]["state"].clone();
+        if ["Completed", "Failed", "Stopped", "Skipped"].contains(&state.as_str().unwrap()) {
+            break run.body["properties"]["status"].clone();
+        }
+        assert!(Instant::now() < until, "the run did not end: {}", run.body);
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(approved.len(), 1, "one approval gate");
+    let expected = serde_json::to_value(&simulate(&s).unwrap().run.status).unwrap();
+    assert_eq!(status["status"]["state"], expected["status"]["state"]);
+    assert_eq!(member_states(&status), member_states(&expected));
+    // The approval is on record, with who approved which gate.
+    let audit = d.get("/audit", None);
+    let actions: Vec<&str> = audit.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "updateStrategies.put",
+            "updateRuns.put",
+            "updateRuns.start",
+            "gates.approve"
+        ]
+    );
+    // The events, in order, numbered from 1 without gaps.
+    let events = d.get("/events?$top=1000", None);
+    let seqs: Vec<u64> = events.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(!seqs.is_empty());
+    assert_eq!(
+        seqs,
+        (seqs[0]..seqs[0] + seqs.len() as u64).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn etags_guard_every_change() {
+    let d = Daemon::start(&[]);
+    let s = scenario();
+    let body = strategy_body(&s);
+    let first = d.call("PUT", "/updateStrategies/rollout", None, &[], Some(&body));
+    let etag = first.etag.clone().expect("an ETag header");
+    assert_eq!(first.body["eTag"], json!(etag));
+    let again = d.get("/updateStrategies/rollout", None);
+    assert_eq!(again.etag.as_deref(), Some(etag.as_str()));
+    // Create-only on an existing resource.
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[("if-none-match", "*")],
+        Some(&body),
+    );
+    assert_eq!(r.status, 412, "{}", r.body);
+    assert_eq!(r.body["code"], "PreconditionFailed");
+    // A stale ETag changes nothing.
+    let mut changed = s.strategy.clone().unwrap();
+    changed.stages[0].after_stage_wait_in_seconds = Some(7);
+    let changed = json!({ "properties": { "strategy": changed } }).to_string();
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[("if-match", "\"stale\"")],
+        Some(&changed),
+    );
+    assert_eq!(r.status, 412);
+    assert_eq!(d.get("/updateStrategies/rollout", None).body, first.body);
+    // The current one goes through, and the ETag moves.
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[("if-match", &etag)],
+        Some(&changed),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_ne!(r.etag.as_deref(), Some(etag.as_str()));
+    assert_eq!(
+        r.body["properties"]["strategy"]["stages"][0]["afterStageWaitInSeconds"],
+        7
+    );
+    assert_eq!(
+        r.body["systemData"]["createdAt"],
+        first.body["systemData"]["createdAt"]
+    );
+}
+
+#[test]
+fn bad_bodies_are_problems_naming_the_field_and_change_nothing() {
+    let d = Daemon::start(&[]);
+    let s = scenario();
+    d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[],
+        Some(&strategy_body(&s)),
+    );
+    let before = d.get("/updateStrategies", None).body;
+    let mut v: Value = serde_json::from_str(&strategy_body(&s)).unwrap();
+    v["properties"]["strategy"]["stages"][0]["maxConcurrency"] = json!("120%");
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/other",
+        None,
+        &[],
+        Some(&v.to_string()),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["code"], "InvalidField");
+    assert_eq!(
+        r.body["target"],
+        "properties.strategy.stages[0].maxConcurrency"
+    );
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("120%"),
+        "{}",
+        r.body
+    );
+    let mut v: Value = serde_json::from_str(&strategy_body(&s)).unwrap();
+    v["properties"]["strategy"]["stages"][0]["afterStageWaitInSecond"] = json!(5);
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/other",
+        None,
+        &[],
+        Some(&v.to_string()),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("afterStageWaitInSeconds"),
+        "a did-you-mean: {}",
+        r.body
+    );
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/other",
+        None,
+        &[],
+        Some("{not json"),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/other",
+        None,
+        &[("content-type", "text/plain")],
+        Some(&strategy_body(&s)),
+    );
+    assert_eq!(r.status, 415, "{}", r.body);
+    let huge = format!("{{\"properties\": {{\"x\": \"{}\"}}}}", "a".repeat(5 << 20));
+    let r = d.call("PUT", "/updateStrategies/other", None, &[], Some(&huge));
+    assert_eq!(r.status, 413, "{}", r.body);
+    let r = d.call(
+        "PUT",
+        "/updateRuns/r1",
+        None,
+        &[],
+        Some(
+            &json!({"properties": {
+        "updateStrategyId": "/fleets/default/updateStrategies/missing",
+        "managedClusterUpdate": s.run.managed_cluster_update}})
+            .to_string(),
+        ),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.body["target"], "properties.updateStrategyId");
+    let r = d.get("/updateRuns/nope", None);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["code"], "NotFound");
+    let other_fleet = d.base.replace("/fleets/default", "/fleets/elsewhere");
+    let r = d.get(&format!("{other_fleet}/updateRuns"), None);
+    assert_eq!(r.status, 404);
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("\"default\""),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        d.get("/updateStrategies", None).body,
+        before,
+        "nothing stored changed"
+    );
+    assert_eq!(d.get("/updateRuns", None).body["value"], json!([]));
+}
+
+#[test]
+fn tokens_and_roles_decide_who_may_do_what() {
+    let d = Daemon::start(&[
+        ("watcher", Role::Viewer, "t-viewer"),
+        ("ops", Role::Operator, "t-operator"),
+        ("lead", Role::Approver, "t-approver"),
+        ("root", Role::Admin, "t-admin"),
+    ]);
+    let s = scenario();
+    let body = strategy_body(&s);
+    let r = d.get("/updateStrategies", None);
+    assert_eq!(r.status, 401, "{}", r.body);
+    let r = d.get("/updateStrategies", Some("wrong"));
+    assert_eq!(r.status, 401);
+    assert_eq!(d.get("/updateStrategies", Some("t-viewer")).status, 200);
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        Some("t-viewer"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        Some("t-approver"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 403);
+    let r = d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        Some("t-operator"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["systemData"]["createdBy"], "ops");
+    d.call(
+        "PUT",
+        "/updateRuns/r1",
+        Some("t-admin"),
+        &[],
+        Some(&run_body(&s)),
+    );
+    let r = d.call(
+        "POST",
+        "/updateRuns/r1/start",
+        Some("t-approver"),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 403);
+    let r = d.call(
+        "POST",
+        "/updateRuns/r1/start",
+        Some("t-operator"),
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Wait for the approval gate; only an approver or an admin may approve it.
+    let until = Instant::now() + Duration::from_secs(60);
+    let gate = loop {
+        let gates = d.get("/gates?$filter=state%20eq%20Pending", Some("t-viewer"));
+        let found = gates.body["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["properties"]["gateType"] == "Approval")
+            .map(|g| g["name"].as_str().unwrap().to_string());
+        if let Some(g) = found {
+            break g;
+        }
+        assert!(Instant::now() < until, "no approval gate");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let path = format!("/gates/{gate}");
+    let patch = r#"{"properties":{"state":"Completed"}}"#;
+    let r = d.call("PATCH", &path, Some("t-operator"), &[], Some(patch));
+    assert_eq!(r.status, 403);
+    let r = d.call(
+        "PATCH",
+        &path,
+        Some("t-approver"),
+        &[],
+        Some(r#"{"properties":{"state":"Pending"}}"#),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = d.call("PATCH", &path, Some("t-approver"), &[], Some(patch));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["properties"]["completedBy"], "lead");
+    let audit = d.get("/audit?$top=100", Some("t-viewer")).body;
+    let approve = audit["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "gates.approve" && a["outcome"] == "ok")
+        .expect("the approval is audited")
+        .clone();
+    assert_eq!(approve["who"], "lead");
+    assert!(
+        approve["detail"].as_str().unwrap().contains("run r1"),
+        "{approve}"
+    );
+}
+
+#[test]
+fn health_and_readiness_answer_without_a_token() {
+    let d = Daemon::start(&[("ops", Role::Operator, "t")]);
+    let root = d.base.split("/api/").next().unwrap().to_string();
+    assert_eq!(d.get(&format!("{root}/healthz"), None).status, 200);
+    assert_eq!(d.get(&format!("{root}/readyz"), None).status, 200);
+    let r = d.get(&format!("{root}/nope"), None);
+    assert_eq!(r.status, 404);
+    let _ = PathBuf::new();
+}

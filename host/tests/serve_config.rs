@@ -1,0 +1,103 @@
+//! `waverun serve`'s configuration: the shipped example reads; unknown keys, bad values and an
+//! unprotected non-loopback listener are refused with the field named; the environment and
+//! flags override the file.
+
+use std::path::PathBuf;
+use waverun_host::serve::{Overrides, ServeConfig};
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn write(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let p = dir.path().join("waverun.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn the_example_config_reads() {
+    let c = ServeConfig::resolve(
+        Some(&workspace().join("host/examples/waverun.yaml")),
+        Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.listen.to_string(), "127.0.0.1:7700");
+    assert_eq!(c.fleet, "default");
+    assert_eq!(c.tokens.len(), 2);
+    assert_eq!(c.time_scale, 1.0);
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ServeConfig::resolve(
+        Some(&write(&dir, "listn: 127.0.0.1:1\n")),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.contains("listn") && e.contains("listen"), "{e}");
+    let e = ServeConfig::resolve(
+        Some(&write(&dir, "listen: nowhere\n")),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.contains("listen") && e.contains("ADDR:PORT"), "{e}");
+    let e = ServeConfig::resolve(Some(&write(&dir, "timeScale: 0\n")), Overrides::default())
+        .unwrap_err();
+    assert!(e.contains("timeScale"), "{e}");
+    let e = ServeConfig::resolve(
+        Some(&write(&dir, "fleet: Not_A_Name\n")),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.contains("fleet"), "{e}");
+    let bad_token = "tokens:\n- {name: a, role: viewer, sha256: abc}\n";
+    let e = ServeConfig::resolve(Some(&write(&dir, bad_token)), Overrides::default()).unwrap_err();
+    assert!(e.contains("tokens[0].sha256"), "{e}");
+    let bad_role = "tokens:\n- {name: a, role: god, sha256: abc}\n";
+    let e = ServeConfig::resolve(Some(&write(&dir, bad_role)), Overrides::default()).unwrap_err();
+    assert!(e.contains("role"), "{e}");
+}
+
+#[test]
+fn without_tokens_only_a_loopback_address_is_accepted() {
+    let e = ServeConfig::resolve(
+        None,
+        Overrides {
+            listen: Some("0.0.0.0:7700".to_string()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.contains("loopback") && e.contains("tokens"), "{e}");
+    let ok = ServeConfig::resolve(
+        None,
+        Overrides {
+            listen: Some("[::1]:7700".to_string()),
+            ..Overrides::default()
+        },
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
+fn flags_override_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "listen: 127.0.0.1:1000\nfleet: from-file\ntimeScale: 5\n",
+    );
+    let c = ServeConfig::resolve(
+        Some(&file),
+        Overrides {
+            listen: Some("127.0.0.1:2000".to_string()),
+            fleet: Some("from-flag".to_string()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(c.listen.port(), 2000);
+    assert_eq!(c.fleet, "from-flag");
+    assert_eq!(c.time_scale, 5.0);
+}
