@@ -20,13 +20,14 @@ if (!existsSync(built) || !existsSync(join(pkgWebDir, "waverun_wasm.js"))) {
 /** The generated Node package. */
 export const wasm = createRequire(import.meta.url)(built);
 
-/** Every scenario file of the repo: the YAML files under tests/scenarios (recursively) and host/examples. */
+/** Every scenario file of the repo: the YAML files under tests/scenarios (recursively) and host/examples
+ * (but host/examples/waverun.yaml, the daemon's config example). */
 export function scenarioFiles() {
   const files = [];
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
       if (e.isDirectory()) walk(join(dir, e.name));
-      else if (/\.(ya?ml|json)$/.test(e.name)) files.push(join(dir, e.name));
+      else if (/\.(ya?ml|json)$/.test(e.name) && join(dir, e.name) !== join(root, "host/examples/waverun.yaml")) files.push(join(dir, e.name));
     }
   };
   walk(join(root, "tests/scenarios"));
