@@ -176,22 +176,28 @@ fn a_refused_command_is_audited_with_its_code_and_changes_no_run() {
     assert!(engine.instance().runs().unwrap().is_empty());
 }
 
+/// An engine on a new store in `dir`, given the example's setup but its last command (the one
+/// that creates the run), which it returns.
+fn all_but_the_run(plugin: &PluginModule, dir: &tempfile::TempDir) -> (FleetEngine, Command) {
+    let s = example();
+    let clock = ManualClock::at(s.start);
+    let (mut engine, _) = start(plugin, &dir.path().join("waverun.db"), &clock);
+    let mut setup = s.setup_commands();
+    let (_, last) = setup.pop().unwrap();
+    for (_, cmd) in setup {
+        engine.command(&cmd, None).unwrap();
+    }
+    (engine, last)
+}
+
 #[test]
 fn a_failed_commit_leaves_neither_the_store_nor_the_engine_ahead() {
     let (_rt, plugin) = plugin();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("waverun.db");
-    let s = example();
-    let clock = ManualClock::at(s.start);
-    let (mut engine, _) = start(&plugin, &db, &clock);
-    let setup = s.setup_commands();
-    let (last, rest) = setup.split_last().unwrap();
-    for (_, cmd) in rest {
-        engine.command(cmd, None).unwrap();
-    }
+    let (mut engine, last) = all_but_the_run(&plugin, &dir);
     let journal = engine.store().last_journal_seq().unwrap();
     engine.store().fail_next_commit();
-    match engine.command(&last.1, None) {
+    match engine.command(&last, None) {
         Err(DaemonError::Store(e)) => assert!(e.to_string().contains("injected"), "{e}"),
         other => panic!("expected a store error, got {other:?}"),
     }
@@ -202,7 +208,7 @@ fn a_failed_commit_leaves_neither_the_store_nor_the_engine_ahead() {
     );
     assert_eq!(engine.recoveries(), 1);
     // The same command again is accepted, once.
-    engine.command(&last.1, None).unwrap();
+    engine.command(&last, None).unwrap();
     let runs = engine.instance().runs().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].state, State::NotStarted);
@@ -213,20 +219,10 @@ fn a_failed_commit_leaves_neither_the_store_nor_the_engine_ahead() {
 fn a_trap_before_the_input_is_journaled_is_recovered_and_the_input_applied_once() {
     let (_rt, plugin) = plugin();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("waverun.db");
-    let s = example();
-    let clock = ManualClock::at(s.start);
-    let (mut engine, _) = start(&plugin, &db, &clock);
-    let setup = s.setup_commands();
-    let (last, rest) = setup.split_last().unwrap();
-    for (_, cmd) in rest {
-        engine.command(cmd, None).unwrap();
-    }
+    let (mut engine, last) = all_but_the_run(&plugin, &dir);
     let journal = engine.store().last_journal_seq().unwrap();
     engine.instance().set_next_deadline(Duration::ZERO);
-    engine
-        .command(&last.1, None)
-        .expect("recovered and retried");
+    engine.command(&last, None).expect("recovered and retried");
     assert_eq!(engine.recoveries(), 1);
     assert_eq!(engine.instance().runs().unwrap().len(), 1);
     assert_eq!(engine.store().last_journal_seq().unwrap(), journal + 1);
@@ -236,19 +232,11 @@ fn a_trap_before_the_input_is_journaled_is_recovered_and_the_input_applied_once(
 fn a_trap_after_the_input_is_journaled_keeps_it_and_the_replay_applies_it() {
     let (_rt, plugin) = plugin();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("waverun.db");
-    let s = example();
-    let clock = ManualClock::at(s.start);
-    let (mut engine, _) = start(&plugin, &db, &clock);
-    let setup = s.setup_commands();
-    let (last, rest) = setup.split_last().unwrap();
-    for (_, cmd) in rest {
-        engine.command(cmd, None).unwrap();
-    }
+    let (mut engine, last) = all_but_the_run(&plugin, &dir);
     let journal = engine.store().last_journal_seq().unwrap();
     engine.instance().inject_trap_after_next_append();
     engine
-        .command(&last.1, None)
+        .command(&last, None)
         .expect("kept, applied by the replay");
     assert_eq!(engine.recoveries(), 1);
     assert_eq!(engine.instance().runs().unwrap().len(), 1);

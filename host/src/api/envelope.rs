@@ -2,9 +2,11 @@
 //! `If-Match` / `If-None-Match`, lists with `$top` / `$skipToken`, and the audit entry of a
 //! request.
 
-use super::auth::Caller;
+use super::auth::{Caller, Need};
 use super::problem::Problem;
-use crate::store::{NewAudit, ResourceMeta};
+use super::ApiState;
+use crate::daemon::{Extras, Worker};
+use crate::store::{NewAudit, ResourceMeta, StoreRead};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -165,6 +167,73 @@ pub(super) fn refused(mut a: NewAudit, problem: &Problem) -> NewAudit {
     a.outcome = problem.code.clone();
     a.detail = Some(problem.detail.clone());
     a
+}
+
+/// A request refused before it reached the engine (a failed precondition, a gate that does
+/// not exist): its audit entry is written alone, and the problem returned.
+pub(super) fn refuse(w: &mut Worker, entry: NewAudit, problem: Problem) -> Problem {
+    let audited = w.engine().record(Extras {
+        audit: Some(refused(entry, &problem)),
+        ..Extras::default()
+    });
+    if let Err(e) = audited {
+        tracing::error!(error = %e, "writing the audit entry of a refused request failed");
+    }
+    problem
+}
+
+/// `GET /{kind}` of resources whose properties are stored as written (strategies, members).
+pub(super) async fn list_stored(
+    st: &ApiState,
+    fleet: &str,
+    headers: &HeaderMap,
+    paging: &Paging,
+    kind: &'static str,
+) -> Result<Response, Problem> {
+    st.caller(fleet, headers, Need::Read)?;
+    let f = fleet.to_string();
+    let items = st
+        .engine(move |w| {
+            let metas = w.engine().stored().resources(kind).map_err(store_problem)?;
+            Ok(metas
+                .iter()
+                .map(|m| (m.name.clone(), envelope(&f, m, stored_body(m)).0))
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let path = format!("/api/v1/fleets/{fleet}/{kind}");
+    Ok(axum::Json(page(&path, items, paging)).into_response())
+}
+
+/// `GET /{kind}/{name}` of a resource whose properties are stored as written; `what` names the
+/// kind in a 404.
+pub(super) async fn show_stored(
+    st: &ApiState,
+    fleet: &str,
+    name: String,
+    headers: &HeaderMap,
+    kind: &'static str,
+    what: &'static str,
+) -> Result<Response, Problem> {
+    st.caller(fleet, headers, Need::Read)?;
+    let f = fleet.to_string();
+    let (v, etag) = st
+        .engine(move |w| {
+            let meta = w
+                .engine()
+                .stored()
+                .resource(kind, &name)
+                .map_err(store_problem)?;
+            let meta = meta.ok_or_else(|| Problem::not_found(what, &name))?;
+            Ok(envelope(&f, &meta, stored_body(&meta)))
+        })
+        .await?;
+    Ok(respond(StatusCode::OK, &etag, &v))
+}
+
+/// A store read failed: 503, nothing changed.
+pub(super) fn store_problem(e: crate::store::StoreError) -> Problem {
+    Problem::unavailable(&e.to_string())
 }
 
 /// `$top` and `$skipToken` of a list request.

@@ -1,8 +1,8 @@
 //! `events` (the engine's events with their sequence numbers, paged; the SSE stream comes
 //! next) and `audit` (who did what).
 
+use super::envelope::store_problem;
 use super::problem::Problem;
-use super::strategies::store_problem;
 use super::{ApiState, Need};
 use crate::store::StoreRead;
 use axum::extract::{Path, Query, State};

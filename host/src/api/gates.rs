@@ -3,9 +3,8 @@
 //! (`PATCH {"properties":{"state":"Completed"}}` or `POST .../approve`) completes it in the
 //! engine and records who approved it.
 
-use super::envelope::{self, audit, page, refused, respond, Paging};
+use super::envelope::{self, audit, page, refuse, respond, store_problem, Paging};
 use super::problem::Problem;
-use super::strategies::store_problem;
 use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
 use crate::store::StoreRead;
@@ -247,11 +246,7 @@ async fn approve_gate(
             let found = match find(w, &id) {
                 Ok(g) => g,
                 Err(p) => {
-                    let _ = w.engine().record(Extras {
-                        audit: Some(refused(entry, &p)),
-                        ..Extras::default()
-                    });
-                    return Err(p);
+                    return Err(refuse(w, entry, p));
                 }
             };
             entry.detail = Some(format!(
@@ -266,11 +261,7 @@ async fn approve_gate(
                 found.engine_id
             ));
             if let Err(p) = pre.check(Some(&resource(&f, &found).1)) {
-                let _ = w.engine().record(Extras {
-                    audit: Some(refused(entry, &p)),
-                    ..Extras::default()
-                });
-                return Err(p);
+                return Err(refuse(w, entry, p));
             }
             let command = Command::CompleteGate {
                 run: found.run.clone(),

@@ -1,10 +1,9 @@
 //! `updateRuns`: create (or change before it starts), read with the engine's status tree,
 //! start, stop, skip, delete.
 
-use super::envelope::{self, audit, envelope, page, refused, respond, stored_body, written};
-use super::envelope::{Paging, Preconditions};
+use super::envelope::{self, audit, envelope, page, refuse, respond, store_problem};
+use super::envelope::{stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
-use super::strategies::store_problem;
 use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
 use crate::store::{ResourceMeta, StoreRead};
@@ -196,11 +195,7 @@ pub(super) async fn put(
                         _ => Ok(()),
                     });
             if let Err(p) = check {
-                let _ = w.engine().record(Extras {
-                    audit: Some(refused(entry, &p)),
-                    ..Extras::default()
-                });
-                return Err(p);
+                return Err(refuse(w, entry, p));
             }
             let mut properties = json!({ "managedClusterUpdate": p.managed_cluster_update });
             if let Some(id) = &p.update_strategy_id {
@@ -309,11 +304,7 @@ pub(super) async fn action(
             let meta = find(w, &name)?;
             let current = run_resource(w, &f, &meta)?.1;
             if let Err(p) = pre.check(Some(&current)) {
-                let _ = w.engine().record(Extras {
-                    audit: Some(refused(entry, &p)),
-                    ..Extras::default()
-                });
-                return Err(p);
+                return Err(refuse(w, entry, p));
             }
             let extras = Extras {
                 audit: Some(entry),
@@ -342,11 +333,7 @@ pub(super) async fn delete(
         let meta = find(w, &name)?;
         let current = run_resource(w, &f, &meta)?.1;
         if let Err(p) = pre.check(Some(&current)) {
-            let _ = w.engine().record(Extras {
-                audit: Some(refused(entry, &p)),
-                ..Extras::default()
-            });
-            return Err(p);
+            return Err(refuse(w, entry, p));
         }
         let extras = Extras {
             audit: Some(entry),

@@ -1,7 +1,7 @@
 //! `updateStrategies`: stored strategies (`properties.strategy`), read back as written.
 
-use super::envelope::{self, audit, envelope, page, refused, respond, stored_body, written};
-use super::envelope::{Paging, Preconditions};
+use super::envelope::{self, audit, envelope, list_stored, refuse, respond, show_stored};
+use super::envelope::{store_problem, stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
 use crate::daemon::Extras;
@@ -23,19 +23,7 @@ pub(super) async fn list(
     headers: HeaderMap,
     Query(paging): Query<Paging>,
 ) -> Result<Response, Problem> {
-    st.caller(&fleet, &headers, Need::Read)?;
-    let f = fleet.clone();
-    let items = st
-        .engine(move |w| {
-            let metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
-            Ok(metas
-                .iter()
-                .map(|m| (m.name.clone(), envelope(&f, m, stored_body(m)).0))
-                .collect::<Vec<_>>())
-        })
-        .await?;
-    let path = format!("/api/v1/fleets/{fleet}/{KIND}");
-    Ok(axum::Json(page(&path, items, &paging)).into_response())
+    list_stored(&st, &fleet, &headers, &paging, KIND).await
 }
 
 pub(super) async fn show(
@@ -43,20 +31,7 @@ pub(super) async fn show(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    st.caller(&fleet, &headers, Need::Read)?;
-    let f = fleet.clone();
-    let (v, etag) = st
-        .engine(move |w| {
-            let meta = w
-                .engine()
-                .stored()
-                .resource(KIND, &name)
-                .map_err(store_problem)?;
-            let meta = meta.ok_or_else(|| Problem::not_found("update strategy", &name))?;
-            Ok(envelope(&f, &meta, stored_body(&meta)))
-        })
-        .await?;
-    Ok(respond(StatusCode::OK, &etag, &v))
+    show_stored(&st, &fleet, name, &headers, KIND, "update strategy").await
 }
 
 pub(super) async fn put(
@@ -93,11 +68,7 @@ pub(super) async fn put(
                 .as_ref()
                 .map(|m| envelope::etag_of(&stored_body(m)));
             if let Err(p) = pre.check(current.as_deref()) {
-                let _ = w.engine().record(Extras {
-                    audit: Some(refused(entry, &p)),
-                    ..Extras::default()
-                });
-                return Err(p);
+                return Err(refuse(w, entry, p));
             }
             let properties = json!({ "strategy": strategy });
             let meta = written(KIND, &name, &caller, existing.as_ref(), &properties);
@@ -145,11 +116,7 @@ pub(super) async fn delete(
             Some(m) => pre.check(Some(&envelope::etag_of(&stored_body(m)))),
         };
         if let Err(p) = check {
-            let _ = w.engine().record(Extras {
-                audit: Some(refused(entry, &p)),
-                ..Extras::default()
-            });
-            return Err(p);
+            return Err(refuse(w, entry, p));
         }
         let extras = Extras {
             audit: Some(entry),
@@ -162,9 +129,4 @@ pub(super) async fn delete(
     })
     .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// A store read failed: 503, nothing changed.
-pub(super) fn store_problem(e: crate::store::StoreError) -> Problem {
-    Problem::unavailable(&e.to_string())
 }
