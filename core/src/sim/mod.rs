@@ -15,7 +15,8 @@ mod text;
 
 pub use fleet::{Fleet, SharedFleet, SimulatedFleet};
 pub use report::{RunReport, SimulationReport, Summary};
-pub use scenario::{Action, ActionKind, Behavior, GateRef, Scenario, ScenarioMember, ScenarioRun};
+pub use scenario::{implicit_catalog, Action, ActionKind, Behavior, GateRef, Scenario};
+pub use scenario::{ScenarioMember, ScenarioRun};
 pub use text::render_text;
 
 pub use crate::drive::EngineDriver;

@@ -57,6 +57,29 @@ pub struct Scenario {
     pub actions: Vec<Action>,
 }
 
+/// The release calendar of a fleet that gives none: `kubernetes` (a run's target version, if
+/// any) and every node image the members run, each available everywhere from `at`.
+pub fn implicit_catalog(
+    members: &[ScenarioMember],
+    kubernetes: Option<&str>,
+    at: Timestamp,
+) -> ReleaseCatalog {
+    let everywhere = |v: &str| Release {
+        version: v.to_string(),
+        available: BTreeMap::from([(ANY_REGION.to_string(), at)]),
+    };
+    let mut images: Vec<&str> = members
+        .iter()
+        .flat_map(|m| m.node_pools.iter().map(|p| p.image_version.as_str()))
+        .collect();
+    images.sort();
+    images.dedup();
+    ReleaseCatalog {
+        kubernetes: kubernetes.map(everywhere).into_iter().collect(),
+        node_images: images.into_iter().map(everywhere).collect(),
+    }
+}
+
 /// A member plus how its simulated cluster behaves.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -499,28 +522,19 @@ impl Scenario {
         }
     }
 
-    /// The release catalog the engine sees: the scenario's, or the implicit one.
+    /// The release catalog the engine sees: the scenario's, or the implicit one
+    /// ([`implicit_catalog`]: the run's version and the fleet's node images, from `start`).
     pub fn catalog(&self) -> ReleaseCatalog {
         if let Some(r) = &self.releases {
             return r.clone();
         }
-        let everywhere = |v: &str| Release {
-            version: v.to_string(),
-            available: BTreeMap::from([(ANY_REGION.to_string(), self.start)]),
-        };
-        let mut catalog = ReleaseCatalog::default();
-        if let Some(v) = &self.run.managed_cluster_update.upgrade.kubernetes_version {
-            catalog.kubernetes.push(everywhere(v));
-        }
-        let mut images: Vec<&str> = self
-            .members
-            .iter()
-            .flat_map(|m| m.node_pools.iter().map(|p| p.image_version.as_str()))
-            .collect();
-        images.sort();
-        images.dedup();
-        catalog.node_images = images.into_iter().map(everywhere).collect();
-        catalog
+        let version = self
+            .run
+            .managed_cluster_update
+            .upgrade
+            .kubernetes_version
+            .as_deref();
+        implicit_catalog(&self.members, version, self.start)
     }
 
     /// The commands that set the engine up, each with the field path errors belong to.

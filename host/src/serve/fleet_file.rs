@@ -6,9 +6,8 @@
 
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use std::collections::BTreeMap;
-use waverun_core::sim::ScenarioMember;
-use waverun_core::{Freeze, Release, ReleaseCatalog, Timestamp};
+use waverun_core::sim::{implicit_catalog, ScenarioMember};
+use waverun_core::{Freeze, ReleaseCatalog, Timestamp};
 
 /// A simulated fleet.
 #[allow(dead_code)]
@@ -66,27 +65,10 @@ impl FleetFile {
         if let Some(r) = &self.releases {
             return r.clone();
         }
-        let everywhere = |v: &str| Release {
-            version: v.to_string(),
-            available: BTreeMap::from([("*".to_string(), now)]),
-        };
-        let kubernetes = self
+        let version = self
             .run
             .as_ref()
-            .and_then(|r| r["managedClusterUpdate"]["upgrade"]["kubernetesVersion"].as_str())
-            .map(everywhere)
-            .into_iter()
-            .collect();
-        let mut images: Vec<&str> = self
-            .members
-            .iter()
-            .flat_map(|m| m.node_pools.iter().map(|p| p.image_version.as_str()))
-            .collect();
-        images.sort();
-        images.dedup();
-        ReleaseCatalog {
-            kubernetes,
-            node_images: images.into_iter().map(everywhere).collect(),
-        }
+            .and_then(|r| r["managedClusterUpdate"]["upgrade"]["kubernetesVersion"].as_str());
+        implicit_catalog(&self.members, version, now)
     }
 }
