@@ -525,3 +525,109 @@ fn health_and_readiness_answer_without_a_token() {
     assert_eq!(r.status, 404);
     let _ = PathBuf::new();
 }
+
+/// Reads SSE frames (`id`, `event`, `data`) from `lines` until `n` events came.
+fn read_events(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    n: usize,
+) -> Vec<(u64, String, Value)> {
+    let mut out = Vec::new();
+    let (mut id, mut kind, mut data) = (None, None, None);
+    while out.len() < n {
+        let line = lines.next().expect("the stream goes on").expect("a line");
+        if let Some(v) = line.strip_prefix("id: ") {
+            id = Some(v.parse::<u64>().unwrap());
+        } else if let Some(v) = line.strip_prefix("event: ") {
+            kind = Some(v.to_string());
+        } else if let Some(v) = line.strip_prefix("data: ") {
+            data = Some(serde_json::from_str::<Value>(v).unwrap());
+        } else if line.is_empty() {
+            if let (Some(i), Some(k), Some(d)) = (id.take(), kind.take(), data.take()) {
+                out.push((i, k, d));
+            }
+        }
+    }
+    out
+}
+
+fn open_stream(
+    d: &Daemon,
+    query: &str,
+    last_id: Option<u64>,
+) -> impl Iterator<Item = std::io::Result<String>> {
+    use std::io::BufRead;
+    let mut req = agent()
+        .get(format!("{}/events{query}", d.base))
+        .header("accept", "text/event-stream");
+    if let Some(id) = last_id {
+        req = req.header("last-event-id", id.to_string());
+    }
+    let resp = req.call().expect("the stream opens");
+    assert_eq!(resp.status().as_u16(), 200);
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    std::io::BufReader::new(resp.into_body().into_reader()).lines()
+}
+
+#[test]
+fn the_event_stream_resumes_after_the_last_id_without_gaps_or_repeats() {
+    let mut d = Daemon::start(&[]);
+    let s = scenario();
+    d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[],
+        Some(&strategy_body(&s)),
+    );
+    d.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(&s)));
+    let stored = d.get("/events?$top=1000", None).body["value"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(stored >= 1, "the run's creation is an event");
+    // From the start: the stored events, then the live ones as the run starts.
+    let mut live = open_stream(&d, "", None);
+    let first = read_events(&mut live, stored);
+    assert_eq!(
+        first.iter().map(|e| e.0).collect::<Vec<_>>(),
+        (1..=stored as u64).collect::<Vec<_>>()
+    );
+    let r = d.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200);
+    let more = read_events(&mut live, 3);
+    assert_eq!(more[0].0, stored as u64 + 1, "the next id, live");
+    assert_eq!(more[0].1, "RunStarted");
+    assert_eq!(more[0].2["kind"], "RunStarted");
+    assert!(more.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+    // Reconnect after the 2nd: the 3rd comes first.
+    let mut again = open_stream(&d, "", Some(2));
+    let resumed = read_events(&mut again, 2);
+    assert_eq!(resumed.iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 4]);
+    let seen: Vec<&(u64, String, Value)> = first.iter().chain(&more).collect();
+    assert_eq!(resumed[0], *seen[2], "the same event under the same id");
+    // `?run=` keeps to one run; `?after=` is the same as Last-Event-ID.
+    let mut one = open_stream(&d, "?run=r1&after=1", None);
+    let ev = read_events(&mut one, 1);
+    assert_eq!(ev[0].0, 2);
+    assert!(ev.iter().all(|e| e.2["run"] == "r1"), "{ev:?}");
+    // A stopping daemon ends the streams still open (its shutdown waits for them), and stops.
+    drop((again, one));
+    d.server
+        .take()
+        .unwrap()
+        .shutdown()
+        .expect("a clean shutdown");
+    // The stream ends cleanly (EOF), not by the client's 30 s timeout (an error).
+    let rest: Vec<std::io::Result<String>> = live.collect();
+    assert!(
+        rest.iter().all(|r| r.is_ok()),
+        "ended by the server: {rest:?}"
+    );
+}

@@ -37,6 +37,9 @@ pub struct ApiState {
     auth: Auth,
     requests: AtomicU64,
     boot: u64,
+    /// `true` once the daemon is stopping: open event streams end, so that the graceful
+    /// shutdown, which waits for every connection, can finish.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl ApiState {
@@ -49,7 +52,18 @@ impl ApiState {
             auth,
             requests: AtomicU64::new(0),
             boot,
+            closing: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// The daemon is stopping: ends the open event streams.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Whether the daemon is stopping, as it changes.
+    fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     /// The fleet's name.
@@ -90,6 +104,11 @@ impl ApiState {
                 let n = self.requests.fetch_add(1, Ordering::Relaxed);
                 format!("{:x}-{n}", self.boot)
             })
+    }
+
+    /// The last committed event's sequence number, as it changes.
+    fn events(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.daemon.events()
     }
 
     /// Runs `f` on the engine thread.

@@ -61,6 +61,8 @@ pub struct Worker {
     seq: u64,
     /// Operations with a provider call running (never two at once for one operation).
     calling: BTreeSet<String>,
+    /// The last committed event's sequence number, for the SSE streams.
+    events: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -110,6 +112,9 @@ impl Worker {
     }
 
     fn dispatch(&mut self, applied: &Applied) {
+        if let Some(last) = applied.events.last() {
+            self.events.send_replace(last.seq);
+        }
         for op in &applied.operations {
             self.send(op.clone());
         }
@@ -330,6 +335,7 @@ fn request_of(op: &OperationRow) -> Result<(ClusterTarget, UpgradeRequest), Stri
 /// A running fleet: the handle on its engine thread.
 pub struct Daemon {
     tx: Sender<Msg>,
+    events: tokio::sync::watch::Receiver<u64>,
     thread: Option<JoinHandle<Result<(), DaemonError>>>,
 }
 
@@ -351,6 +357,8 @@ impl Daemon {
     pub fn spawn(engine: FleetEngine, clock: FleetClock, providers: Providers) -> Daemon {
         let (tx, rx) = mpsc::channel();
         let worker_tx = tx.clone();
+        let last = engine.stored().last_event_seq().unwrap_or(0);
+        let (events, events_rx) = tokio::sync::watch::channel(last);
         let thread = std::thread::Builder::new()
             .name("waverun-engine".to_string())
             .spawn(move || {
@@ -362,6 +370,7 @@ impl Daemon {
                     timers: BTreeMap::new(),
                     seq: 0,
                     calling: BTreeSet::new(),
+                    events,
                 };
                 let unfinished = w.engine.unfinished_operations()?;
                 for op in unfinished {
@@ -372,8 +381,14 @@ impl Daemon {
             .expect("spawn the engine thread");
         Daemon {
             tx,
+            events: events_rx,
             thread: Some(thread),
         }
+    }
+
+    /// The last committed event's sequence number, changed after every step with events.
+    pub fn events(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.events.clone()
     }
 
     /// Runs `f` on the engine thread and waits for its answer.

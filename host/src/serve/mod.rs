@@ -128,7 +128,7 @@ impl Server {
             auth = auth.with_hash(&t.name, t.role, &t.sha256);
         }
         let state = Arc::new(ApiState::new(daemon.clone(), &config.fleet, auth));
-        let router = api::router(state);
+        let router = api::router(state.clone());
         let std_listener = std::net::TcpListener::bind(config.listen)
             .map_err(|e| format!("listen on {}: {e}", config.listen))?;
         std_listener
@@ -150,6 +150,9 @@ impl Server {
                     axum::serve(listener, router)
                         .with_graceful_shutdown(async move {
                             let _ = stop.await;
+                            // Event streams never end by themselves: end them, so that the
+                            // connections the graceful shutdown waits for close.
+                            state.close();
                         })
                         .await
                         .map_err(|e| e.to_string())
