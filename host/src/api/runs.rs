@@ -6,7 +6,7 @@ use super::envelope::{stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
-use crate::store::{ResourceMeta, StoreRead};
+use crate::store::{NewAudit, ResourceMeta, StoreRead};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -95,6 +95,23 @@ fn run_resource(
     properties["provisioningState"] = json!("Succeeded");
     properties["status"] = status;
     Ok(envelope(fleet, meta, properties))
+}
+
+/// The run `name`, once its current ETag meets the request's preconditions; a failed check
+/// is audited (`entry`) and refused.
+fn checked(
+    w: &mut Worker,
+    fleet: &str,
+    name: &str,
+    pre: &Preconditions,
+    entry: NewAudit,
+) -> Result<(ResourceMeta, NewAudit), Problem> {
+    let meta = find(w, name)?;
+    let current = run_resource(w, fleet, &meta)?.1;
+    match pre.check(Some(&current)) {
+        Ok(()) => Ok((meta, entry)),
+        Err(p) => Err(refuse(w, entry, p)),
+    }
 }
 
 fn find(w: &mut Worker, name: &str) -> Result<ResourceMeta, Problem> {
@@ -301,11 +318,7 @@ pub(super) async fn action(
                 &target,
                 &request_id,
             );
-            let meta = find(w, &name)?;
-            let current = run_resource(w, &f, &meta)?.1;
-            if let Err(p) = pre.check(Some(&current)) {
-                return Err(refuse(w, entry, p));
-            }
+            let (meta, entry) = checked(w, &f, &name, &pre, entry)?;
             let extras = Extras {
                 audit: Some(entry),
                 ..Extras::default()
@@ -330,11 +343,7 @@ pub(super) async fn delete(
     let f = fleet.clone();
     st.engine(move |w| {
         let entry = audit(&caller, "updateRuns.delete", &target, &request_id);
-        let meta = find(w, &name)?;
-        let current = run_resource(w, &f, &meta)?.1;
-        if let Err(p) = pre.check(Some(&current)) {
-            return Err(refuse(w, entry, p));
-        }
+        let (_, entry) = checked(w, &f, &name, &pre, entry)?;
         let extras = Extras {
             audit: Some(entry),
             deleted_resources: vec![(KIND.to_string(), name.clone())],
