@@ -3,7 +3,7 @@
 //! busy cluster refuses a second upgrade, and `describe` shows what finished.
 
 use waverun_core::sim::Behavior;
-use waverun_core::{PoolImage, UpgradeType};
+use waverun_core::{NodePool, OsType, PoolImage, UpgradeType};
 use waverun_host::providers::{
     ClusterTarget, OperationPhase, Provider, ProviderErrorCode, SimulatedCluster,
     SimulatedProvider, UpgradeRequest,
@@ -18,10 +18,13 @@ fn cluster(name: &str, upgrade_minutes: u32, fail_attempts: u32) -> SimulatedClu
         name: name.to_string(),
         region: "eastus".to_string(),
         kubernetes_version: "1.33.2".to_string(),
-        node_images: vec![PoolImage {
-            node_pool: "system".to_string(),
+        node_pools: vec![NodePool {
+            name: "system".to_string(),
+            os_type: OsType::Linux,
             image_version: "AKSUbuntu-2204-202611.01.0".to_string(),
+            from_snapshot: false,
         }],
+        maintenance: Default::default(),
         behavior: Behavior {
             upgrade_minutes,
             fail_attempts,
@@ -34,6 +37,7 @@ fn target(name: &str) -> ClusterTarget {
     ClusterTarget {
         member: name.to_string(),
         cluster_ref: None,
+        region: None,
     }
 }
 
@@ -97,7 +101,7 @@ fn an_upgrade_takes_its_minutes_then_describe_shows_the_target() {
     assert_eq!(r.phase, OperationPhase::Succeeded);
     let d = p.describe(&target("ok")).unwrap();
     assert_eq!(d.kubernetes_version, "1.34.1");
-    assert_eq!(d.node_images[0].image_version, "AKSUbuntu-2204-202612.01.0");
+    assert_eq!(d.node_pools[0].image_version, "AKSUbuntu-2204-202612.01.0");
     assert!(!d.busy);
     // Now at target: a new key is answered at once.
     let again = p.start_upgrade(&target("ok"), &to_134("r2/ok")).unwrap();

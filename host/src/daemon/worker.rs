@@ -30,6 +30,11 @@ pub type Providers = BTreeMap<String, Arc<dyn Provider>>;
 /// (at least [`MIN_REAL_RETRY`] in real time).
 const RETRY_FLEET_SECONDS: u64 = 30;
 const MIN_REAL_RETRY: Duration = Duration::from_millis(5);
+/// An uncertain start the provider has no trace of is asked about again after this long (fleet
+/// seconds) before it is sent again under the same key.
+const UNCERTAIN_GRACE_FLEET_SECONDS: u64 = 60;
+/// A provider's `Internal` error is retried at most this many times (exec-provider.md).
+const MAX_INTERNAL_RETRIES: u32 = 2;
 /// The longest the thread sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 
@@ -61,6 +66,10 @@ pub struct Worker {
     seq: u64,
     /// Operations with a provider call running (never two at once for one operation).
     calling: BTreeSet<String>,
+    /// `Internal` refusals retried so far, by operation.
+    internal_retries: BTreeMap<String, u32>,
+    /// Uncertain operations the provider said once it has no trace of.
+    unseen: BTreeSet<String>,
     /// The last committed event's sequence number, for the SSE streams.
     events: tokio::sync::watch::Sender<u64>,
 }
@@ -77,6 +86,11 @@ impl Worker {
     /// The engine.
     pub fn engine(&mut self) -> &mut FleetEngine {
         &mut self.engine
+    }
+
+    /// The provider named `name`.
+    pub fn provider(&self, name: &str) -> Option<Arc<dyn Provider>> {
+        self.providers.get(name).cloned()
     }
 
     /// The fleet clock.
@@ -109,6 +123,12 @@ impl Worker {
         let applied = self.engine.command_step(command, extras)?;
         self.dispatch(&applied);
         Ok(applied)
+    }
+
+    /// A step was committed outside [`Worker::command_step`]: its events are announced and its
+    /// operations go out.
+    pub fn dispatched(&mut self, applied: &Applied) {
+        self.dispatch(applied)
     }
 
     fn dispatch(&mut self, applied: &Applied) {
@@ -214,7 +234,20 @@ impl Worker {
                 });
                 self.on_phase(&id, s.phase, None, s.poll_after_seconds);
             }
-            Err(e) if e.retryable => {
+            Err(e) if e.uncertain => {
+                // It may have started: never failed, never sent under a new key. Ask about it.
+                tracing::warn!(operation = %id, error = %e, "start-upgrade's outcome is unknown; asking get-operation");
+                self.record(OperationUpdate {
+                    id: id.clone(),
+                    state: OperationState::Uncertain,
+                    provider_operation_id: None,
+                    last_error: Some(e.to_string()),
+                    attempted: true,
+                });
+                let wait = self.retry_wait(&e);
+                self.after(&id, Due::Poll, wait);
+            }
+            Err(e) if e.retryable && self.may_retry(&id, &e) => {
                 tracing::info!(operation = %id, error = %e, "start-upgrade refused for now; retrying");
                 self.record(OperationUpdate {
                     id: id.clone(),
@@ -223,14 +256,30 @@ impl Worker {
                     last_error: Some(e.to_string()),
                     attempted: true,
                 });
-                let wait = self
-                    .clock
-                    .real_span(RETRY_FLEET_SECONDS)
-                    .max(MIN_REAL_RETRY);
+                let wait = self.retry_wait(&e);
                 self.after(&id, Due::Send, wait);
             }
             Err(e) => self.fail_operation(&id, format!("the provider refused the upgrade: {e}")),
         }
+    }
+
+    /// How long before a call refused with `e` is made again: the provider's
+    /// `retryAfterSeconds`, else [`RETRY_FLEET_SECONDS`], in fleet time.
+    fn retry_wait(&self, e: &ProviderError) -> Duration {
+        let fleet_seconds = e.retry_after_seconds.unwrap_or(RETRY_FLEET_SECONDS).max(1);
+        self.clock.real_span(fleet_seconds).max(MIN_REAL_RETRY)
+    }
+
+    /// Whether a retryable refusal may be retried: an `Internal` one at most
+    /// [`MAX_INTERNAL_RETRIES`] times per operation, the others (busy, throttled, unavailable)
+    /// until they pass.
+    fn may_retry(&mut self, id: &str, e: &ProviderError) -> bool {
+        if e.code != ProviderErrorCode::Internal {
+            return true;
+        }
+        let n = self.internal_retries.entry(id.to_string()).or_insert(0);
+        *n += 1;
+        *n <= MAX_INTERNAL_RETRIES
     }
 
     fn on_polled(&mut self, id: String, result: Result<OperationReport, ProviderError>) {
@@ -241,7 +290,19 @@ impl Worker {
                 // The provider has no trace of it: it never got it (a crash before the call).
                 // Send it again under the same key.
                 match self.engine.stored().operation(&id) {
-                    Ok(Some(op)) => self.send(op),
+                    Ok(Some(op))
+                        if op.state == OperationState::Uncertain
+                            && self.unseen.insert(id.clone()) =>
+                    {
+                        // A start whose outcome is unknown may not show yet: ask once more
+                        // after a grace period before sending it again (under the same key).
+                        let wait = self.clock.real_span(UNCERTAIN_GRACE_FLEET_SECONDS);
+                        self.after(&id, Due::Poll, wait.max(MIN_REAL_RETRY));
+                    }
+                    Ok(Some(op)) => {
+                        self.unseen.remove(&id);
+                        self.send(op)
+                    }
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, operation = %id, "reading an operation failed")
@@ -250,10 +311,7 @@ impl Worker {
             }
             Err(e) => {
                 tracing::info!(operation = %id, error = %e, "get-operation failed; asking again");
-                let wait = self
-                    .clock
-                    .real_span(RETRY_FLEET_SECONDS)
-                    .max(MIN_REAL_RETRY);
+                let wait = self.retry_wait(&e);
                 self.after(&id, Due::Poll, wait);
             }
         }
@@ -322,6 +380,7 @@ fn request_of(op: &OperationRow) -> Result<(ClusterTarget, UpgradeRequest), Stri
     let target = ClusterTarget {
         member: u.member.clone(),
         cluster_ref: u.provider.as_ref().and_then(|p| p.id.clone()),
+        region: Some(u.region.clone()),
     };
     let request = UpgradeRequest {
         idempotency_key: u.operation_id,
@@ -370,6 +429,8 @@ impl Daemon {
                     timers: BTreeMap::new(),
                     seq: 0,
                     calling: BTreeSet::new(),
+                    internal_retries: BTreeMap::new(),
+                    unseen: BTreeSet::new(),
                     events,
                 };
                 let unfinished = w.engine.unfinished_operations()?;

@@ -4,24 +4,32 @@
 //! second operation), and ask where an operation is. Calls may block (the exec provider runs a
 //! process); the daemon makes them off its engine task.
 //!
+//! - [`ExecProvider`]: an operator's command per call (`exec.waverun.dev/v1alpha1`), one
+//!   process in its own process group, request on stdin, response on stdout.
 //! - [`SimulatedProvider`]: clusters described in a file (the scenario format's members and
 //!   behaviour), upgrading in fleet time; its record of operations is in the daemon's database,
 //!   so a daemon killed mid-upgrade finds the upgrade still running, or finished.
 
+mod exec;
 mod simulated;
 
+pub use exec::{ExecConfig, ExecProvider, ExecTimeouts, SecretSource, API_VERSION};
 pub use simulated::{SimulatedCluster, SimulatedProvider};
 
+use std::collections::BTreeMap;
 use std::fmt;
-use waverun_core::{PoolImage, UpgradeType};
+use waverun_core::{Maintenance, NodePool, PoolImage, UpgradeType};
 
 /// A member as a provider sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterTarget {
     /// The member's name.
     pub member: String,
-    /// The provider's own id of the cluster (`clusterRef`), when it has one.
+    /// The provider's own id of the cluster (`clusterRef`), when it has one: a plain string,
+    /// or a JSON object of the operator's identifiers.
     pub cluster_ref: Option<String>,
+    /// The member's region, when the engine knows it.
+    pub region: Option<String>,
 }
 
 /// `start-upgrade`'s parameters.
@@ -95,12 +103,43 @@ pub struct OperationReport {
 pub struct Described {
     /// The control plane's version.
     pub kubernetes_version: String,
-    /// Each node pool's image.
-    pub node_images: Vec<PoolImage>,
+    /// Each node pool: name, OS and image.
+    pub node_pools: Vec<NodePool>,
     /// The region.
     pub region: String,
     /// An operation is in progress on it.
     pub busy: bool,
+    /// Its maintenance windows, when the platform has them.
+    pub maintenance: Option<Maintenance>,
+    /// Labels the platform reports (a member's own labels win).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Described {
+    /// Whether the cluster runs `image` on its pool.
+    pub fn runs(&self, image: &PoolImage) -> bool {
+        self.node_pools
+            .iter()
+            .any(|p| p.name == image.node_pool && p.image_version == image.image_version)
+    }
+}
+
+/// One release a provider reports for a region.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Release {
+    /// The version (`1.34.1`, or a node image `AKSUbuntu-2204-202612.01.0`).
+    pub version: String,
+    /// Since when it is available there (RFC 3339), if the provider said.
+    pub since: Option<String>,
+}
+
+/// `list-releases`' answer for one region: GA releases only (previews are left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Releases {
+    /// Kubernetes versions.
+    pub kubernetes: Vec<Release>,
+    /// Node images.
+    pub node_images: Vec<Release>,
 }
 
 /// The protocol's error codes (exec-provider.md, "Error codes").
@@ -112,13 +151,21 @@ pub enum ProviderErrorCode {
     Unsupported,
     /// No such cluster or operation.
     NotFound,
+    /// The platform's credentials were refused.
+    Unauthenticated,
+    /// The credentials may not do this.
+    PermissionDenied,
+    /// The cluster changed since it was described (re-describe, retry once).
+    PreconditionFailed,
+    /// The platform is rate limiting (retryable).
+    Throttled,
     /// Another operation is running on the cluster (retryable).
     OperationInProgress,
     /// Try later (retryable).
     Unavailable,
     /// The platform refuses (version skew, stopped cluster, ...).
     NotAllowed,
-    /// Anything else.
+    /// Anything else (retryable, at most twice).
     Internal,
 }
 
@@ -131,6 +178,12 @@ pub struct ProviderError {
     pub message: String,
     /// Whether the same call may succeed later.
     pub retryable: bool,
+    /// When to try again, if the provider said.
+    pub retry_after_seconds: Option<u64>,
+    /// A mutating call whose outcome is not known (it timed out, crashed, or answered
+    /// nonsense): the operation may or may not have started. Never failed, never sent under a
+    /// new key: asked about with `get-operation` under the same key.
+    pub uncertain: bool,
 }
 
 impl ProviderError {
@@ -138,12 +191,36 @@ impl ProviderError {
     pub fn new(code: ProviderErrorCode, message: impl Into<String>) -> ProviderError {
         let retryable = matches!(
             code,
-            ProviderErrorCode::OperationInProgress | ProviderErrorCode::Unavailable
+            ProviderErrorCode::OperationInProgress
+                | ProviderErrorCode::Unavailable
+                | ProviderErrorCode::Throttled
+                | ProviderErrorCode::PreconditionFailed
+                | ProviderErrorCode::Internal
         );
         ProviderError {
             code,
             message: message.into(),
             retryable,
+            retry_after_seconds: None,
+            uncertain: false,
+        }
+    }
+
+    /// The protocol's code for its name (`Internal` for one it does not know).
+    pub fn code_named(name: &str) -> ProviderErrorCode {
+        use ProviderErrorCode::*;
+        match name {
+            "InvalidRequest" => InvalidRequest,
+            "Unsupported" => Unsupported,
+            "NotFound" => NotFound,
+            "Unauthenticated" => Unauthenticated,
+            "PermissionDenied" => PermissionDenied,
+            "PreconditionFailed" => PreconditionFailed,
+            "OperationInProgress" => OperationInProgress,
+            "Throttled" => Throttled,
+            "Unavailable" => Unavailable,
+            "NotAllowed" => NotAllowed,
+            _ => Internal,
         }
     }
 }
@@ -175,4 +252,13 @@ pub trait Provider: Send + Sync {
         cluster: &ClusterTarget,
         idempotency_key: &str,
     ) -> Result<OperationReport, ProviderError>;
+    /// The releases available in `region`. A provider without a release calendar of its own
+    /// (the simulated one: its fleet file has the releases) answers `Unsupported`.
+    fn list_releases(&self, region: &str) -> Result<Releases, ProviderError> {
+        let _ = region;
+        Err(ProviderError::new(
+            ProviderErrorCode::Unsupported,
+            format!("{} lists no releases", self.name()),
+        ))
+    }
 }

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use waverun_core::sim::{Behavior, ScenarioMember};
-use waverun_core::PoolImage;
+use waverun_core::{Maintenance, NodePool, PoolImage};
 
 /// One simulated cluster: what it runs at the start, and how its upgrades behave.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,8 +27,10 @@ pub struct SimulatedCluster {
     pub region: String,
     /// The control plane's version at the start.
     pub kubernetes_version: String,
-    /// Each node pool's image at the start.
-    pub node_images: Vec<PoolImage>,
+    /// Each node pool (name, OS, image) at the start.
+    pub node_pools: Vec<NodePool>,
+    /// Its maintenance windows.
+    pub maintenance: Maintenance,
     /// How its upgrades go.
     pub behavior: Behavior,
 }
@@ -39,14 +41,8 @@ impl From<&ScenarioMember> for SimulatedCluster {
             name: m.name.clone(),
             region: m.region.clone(),
             kubernetes_version: m.kubernetes_version.clone(),
-            node_images: m
-                .node_pools
-                .iter()
-                .map(|p| PoolImage {
-                    node_pool: p.name.clone(),
-                    image_version: p.image_version.clone(),
-                })
-                .collect(),
+            node_pools: m.node_pools.clone(),
+            maintenance: m.maintenance.clone(),
             behavior: m.behavior.clone(),
         }
     }
@@ -159,9 +155,11 @@ impl SimulatedProvider {
             .map_err(db)?;
         let mut d = Described {
             kubernetes_version: c.kubernetes_version.clone(),
-            node_images: c.node_images.clone(),
+            node_pools: c.node_pools.clone(),
             region: c.region.clone(),
             busy: false,
+            maintenance: (!c.maintenance.is_empty()).then(|| c.maintenance.clone()),
+            labels: BTreeMap::new(),
         };
         for row in rows {
             let (cp, images, due, succeeds) = row.map_err(db)?;
@@ -177,11 +175,7 @@ impl SimulatedProvider {
             }
             let images: Vec<PoolImage> = serde_json::from_str(&images).unwrap_or_default();
             for img in images {
-                if let Some(p) = d
-                    .node_images
-                    .iter_mut()
-                    .find(|p| p.node_pool == img.node_pool)
-                {
+                if let Some(p) = d.node_pools.iter_mut().find(|p| p.name == img.node_pool) {
                     p.image_version = img.image_version;
                 }
             }
@@ -265,10 +259,7 @@ impl Provider for SimulatedProvider {
             .control_plane
             .as_ref()
             .is_none_or(|v| *v == state.kubernetes_version);
-        let images_done = request
-            .node_images
-            .iter()
-            .all(|i| state.node_images.contains(i));
+        let images_done = request.node_images.iter().all(|i| state.runs(i));
         let at_target = cp_done && images_done;
         let attempts: i64 = tx
             .query_row(

@@ -1,0 +1,809 @@
+//! The exec provider (`shared/spec/exec-provider.md`, `exec.waverun.dev/v1alpha1`): every call
+//! runs the operator's command once, `command… <operation>`, with no shell, in a process group
+//! of its own, the request JSON on stdin, exactly one JSON response on stdout and free text on
+//! stderr. The environment is built from scratch (a private `HOME` and `TMPDIR`, an allow-list,
+//! the operator's `env` and `secretEnv`); secrets are never in argv, the request or a log line.
+//!
+//! What it owns: turning one call into one process and its answer into a result or a
+//! [`ProviderError`]: exit codes, the response envelope, the deadline (SIGTERM to the group, a
+//! grace period, SIGKILL to the group), bounded stdout, the tail of stderr with secrets
+//! redacted. A `start-upgrade` whose outcome is unknown (timed out, crashed, answered nonsense)
+//! is reported `uncertain`; the daemon then asks `get-operation` under the same key.
+
+use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
+use super::{ProviderError, ProviderErrorCode, Release, Releases, Started, UpgradeRequest};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use waverun_core::{Maintenance, NodePool, OsType};
+
+/// The protocol version this daemon speaks.
+pub const API_VERSION: &str = "exec.waverun.dev/v1alpha1";
+
+/// Where a secret's value comes from; it is read again at every call.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum SecretSource {
+    /// The daemon's own environment variable of that name.
+    FromEnv(String),
+    /// The contents of a file (trailing newline removed).
+    FromFile(PathBuf),
+}
+
+/// Per-operation deadlines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecTimeouts {
+    /// `capabilities`.
+    pub capabilities: Duration,
+    /// `describe`.
+    pub describe: Duration,
+    /// `start-upgrade`.
+    pub start_upgrade: Duration,
+    /// `get-operation`.
+    pub get_operation: Duration,
+    /// After SIGTERM, how long the group has before SIGKILL.
+    pub grace: Duration,
+}
+
+impl Default for ExecTimeouts {
+    fn default() -> ExecTimeouts {
+        ExecTimeouts {
+            capabilities: Duration::from_secs(10),
+            describe: Duration::from_secs(30),
+            start_upgrade: Duration::from_secs(120),
+            get_operation: Duration::from_secs(30),
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One exec provider, as configured.
+#[derive(Clone, Debug)]
+pub struct ExecConfig {
+    /// The name members use (`provider: NAME`).
+    pub name: String,
+    /// The program and its first arguments; the operation is appended.
+    pub command: Vec<String>,
+    /// Variables set as given.
+    pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment passed through (an allow-list).
+    pub pass_env: Vec<String>,
+    /// Secret variables, resolved at every call and redacted from logs.
+    pub secret_env: BTreeMap<String, SecretSource>,
+    /// Deadlines.
+    pub timeouts: ExecTimeouts,
+    /// The largest stdout accepted (bytes).
+    pub max_stdout: usize,
+    /// A private directory for the calls' `HOME` and `TMPDIR`.
+    pub state_dir: PathBuf,
+}
+
+/// Bytes of stderr kept (its tail) for logs and error messages.
+const STDERR_TAIL: usize = 8 * 1024;
+/// What replaces a secret's value in anything logged.
+const REDACTED: &str = "[REDACTED]";
+
+/// A provider whose every call is one run of the operator's command.
+pub struct ExecProvider {
+    config: ExecConfig,
+    calls: AtomicU64,
+    boot: u64,
+}
+
+/// How one call ended, before the operation decides what it means.
+#[derive(Debug)]
+enum CallError {
+    /// The command answered `Failure` (or exited with a code that says what failed).
+    Failed(ProviderError),
+    /// It broke the protocol: no response, garbage, a `Success` with a non-zero exit, a crash.
+    Protocol(String),
+    /// It ran past its deadline and was killed with its group.
+    Timeout(Duration),
+}
+
+impl ExecProvider {
+    /// A provider over `config`. It checks the command can be run and negotiates the protocol
+    /// version with `capabilities`; a command that cannot, or speaks no common version, is
+    /// refused with the reason.
+    pub fn start(config: ExecConfig) -> Result<ExecProvider, String> {
+        if config.command.is_empty() || config.command[0].is_empty() {
+            return Err(format!(
+                "providers.{}.command: must name a program",
+                config.name
+            ));
+        }
+        std::fs::create_dir_all(config.state_dir.join("home"))
+            .and_then(|()| std::fs::create_dir_all(config.state_dir.join("tmp")))
+            .map_err(|e| format!("{}: {e}", config.state_dir.display()))?;
+        private(&config.state_dir);
+        let p = ExecProvider {
+            config,
+            calls: AtomicU64::new(0),
+            boot: crate::runtime::host::Clock::now_ms(&crate::runtime::host::SystemClock) as u64,
+        };
+        let caps = p
+            .call(
+                "capabilities",
+                None,
+                json!({}),
+                p.config.timeouts.capabilities,
+            )
+            .map_err(|e| {
+                format!(
+                    "providers.{}: capabilities: {}",
+                    p.config.name,
+                    p.explain(&e)
+                )
+            })?;
+        let versions: Vec<&str> = caps
+            .get("apiVersions")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !versions.contains(&API_VERSION) {
+            return Err(format!(
+                "providers.{}: the command speaks {versions:?}, and this daemon speaks only {API_VERSION}",
+                p.config.name
+            ));
+        }
+        Ok(p)
+    }
+
+    fn explain(&self, e: &CallError) -> String {
+        match e {
+            CallError::Failed(p) => p.to_string(),
+            CallError::Protocol(m) => format!("protocol error: {m}"),
+            CallError::Timeout(d) => format!("no answer within {} s; killed", d.as_secs_f64()),
+        }
+    }
+
+    /// The secrets' current values, by variable.
+    fn secrets(&self) -> Result<BTreeMap<String, String>, CallError> {
+        let mut out = BTreeMap::new();
+        for (var, source) in &self.config.secret_env {
+            let value = match source {
+                SecretSource::FromEnv(v) => std::env::var(v).map_err(|_| {
+                    CallError::Failed(ProviderError::new(
+                        ProviderErrorCode::Unauthenticated,
+                        format!("secretEnv.{var}: the daemon's environment has no {v}"),
+                    ))
+                })?,
+                SecretSource::FromFile(f) => std::fs::read_to_string(f)
+                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                    .map_err(|e| {
+                        CallError::Failed(ProviderError::new(
+                            ProviderErrorCode::Unauthenticated,
+                            format!("secretEnv.{var}: {}: {e}", f.display()),
+                        ))
+                    })?,
+            };
+            out.insert(var.clone(), value);
+        }
+        Ok(out)
+    }
+
+    /// `text` with every secret value replaced.
+    fn redact(text: &str, secrets: &BTreeMap<String, String>) -> String {
+        let mut out = text.to_string();
+        for v in secrets.values().filter(|v| !v.is_empty()) {
+            out = out.replace(v.as_str(), REDACTED);
+        }
+        out
+    }
+
+    /// Runs `command… operation` once and returns the response's `result`.
+    fn call(
+        &self,
+        operation: &str,
+        cluster: Option<&ClusterTarget>,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        let request_id = format!("{:x}-{n}", self.boot);
+        let now = crate::runtime::host::Clock::now_ms(&crate::runtime::host::SystemClock);
+        let deadline_ms = now.saturating_add(timeout.as_millis().min(i64::MAX as u128) as i64);
+        let deadline_text = chrono::DateTime::from_timestamp_millis(deadline_ms)
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut request = json!({
+            "apiVersion": API_VERSION,
+            "kind": "ProviderRequest",
+            "operation": operation,
+            "requestId": request_id,
+            "deadline": deadline_text,
+            "params": params,
+        });
+        if let Some(c) = cluster {
+            request["cluster"] = cluster_json(c);
+        }
+        let secrets = self.secrets()?;
+        let tmp = self.config.state_dir.join("tmp").join(&request_id);
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| CallError::Protocol(format!("{}: {e}", tmp.display())))?;
+        private(&tmp);
+        let result = self.run(
+            operation,
+            &request,
+            &request_id,
+            &deadline_text,
+            &tmp,
+            &secrets,
+            timeout,
+        );
+        let _ = std::fs::remove_dir_all(&tmp);
+        let (status, stdout, stderr) = result?;
+        let stderr = Self::redact(&String::from_utf8_lossy(&stderr), &secrets);
+        if !stderr.trim().is_empty() {
+            tracing::info!(provider = %self.config.name, operation, request_id = %request_id, stderr = %stderr.trim_end(), "provider stderr");
+        }
+        let tail = |msg: String| {
+            if stderr.trim().is_empty() {
+                msg
+            } else {
+                format!("{msg} (stderr: {})", last_line(&stderr))
+            }
+        };
+        let response = parse_response(&stdout, operation, &request_id).map_err(tail);
+        let code = status.code();
+        match (response, code) {
+            (Ok(r), Some(0)) if r.success => Ok(r.result),
+            (Ok(r), _) if r.success => Err(CallError::Protocol(tail(format!(
+                "it answered Success but {}",
+                exit_text(status)
+            )))),
+            (Ok(r), _) => Err(CallError::Failed(r.error)),
+            (Err(why), Some(0)) => Err(CallError::Protocol(why)),
+            (Err(why), Some(c)) => Err(exit_error(c, operation).map_or(
+                CallError::Protocol(format!("{why}; {}", exit_text(status))),
+                |code| {
+                    CallError::Failed(ProviderError::new(
+                        code,
+                        tail(format!("{operation}: {}", exit_text(status))),
+                    ))
+                },
+            )),
+            (Err(why), None) => Err(CallError::Protocol(format!("{why}; {}", exit_text(status)))),
+        }
+    }
+
+    /// Spawns the process, feeds it, collects its output within `timeout`.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        operation: &str,
+        request: &Value,
+        request_id: &str,
+        deadline: &str,
+        tmp: &std::path::Path,
+        secrets: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), CallError> {
+        let c = &self.config;
+        let mut cmd = Command::new(&c.command[0]);
+        cmd.args(&c.command[1..]).arg(operation);
+        cmd.env_clear();
+        cmd.env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_string()),
+        );
+        for var in &c.pass_env {
+            if let Ok(v) = std::env::var(var) {
+                cmd.env(var, v);
+            }
+        }
+        cmd.env("HOME", c.state_dir.join("home"))
+            .env("TMPDIR", tmp)
+            .env("LANG", "C.UTF-8");
+        cmd.envs(&c.env);
+        cmd.envs(secrets);
+        cmd.env("WAVERUN_API_VERSION", API_VERSION)
+            .env("WAVERUN_OPERATION", operation)
+            .env("WAVERUN_REQUEST_ID", request_id)
+            .env("WAVERUN_DEADLINE", deadline)
+            .env("WAVERUN_PROVIDER_NAME", &c.name)
+            .env("WAVERUN_NONINTERACTIVE", "1");
+        cmd.current_dir(c.state_dir.join("home"));
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.process_group(0);
+        let started = Instant::now();
+        let mut child = cmd.spawn().map_err(|e| {
+            CallError::Failed(ProviderError::new(
+                ProviderErrorCode::Internal,
+                format!("{}: cannot run {:?}: {e}", c.name, c.command[0]),
+            ))
+        })?;
+        let group = child.id() as i32;
+        let body = serde_json::to_vec(request).expect("a request serialises");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // Fed from a thread: a command that never reads its stdin cannot block the call.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&body);
+        });
+        let (out_tx, out_rx) = mpsc::channel();
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let limit = c.max_stdout;
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let r = (&mut stdout).take(limit as u64 + 1).read_to_end(&mut buf);
+            let over = buf.len() > limit;
+            if over {
+                // Keep reading (and dropping) so the command is not blocked on a full pipe.
+                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+            }
+            let _ = out_tx.send((r.is_ok(), over, buf));
+        });
+        let (err_tx, err_rx) = mpsc::channel();
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        std::thread::spawn(move || {
+            let mut tail: Vec<u8> = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&chunk[..n]);
+                if tail.len() > 2 * STDERR_TAIL {
+                    tail.drain(..tail.len() - STDERR_TAIL);
+                }
+            }
+            if tail.len() > STDERR_TAIL {
+                tail.drain(..tail.len() - STDERR_TAIL);
+            }
+            let _ = err_tx.send(tail);
+        });
+        let end = started + timeout;
+        let status = match wait_until(&mut child, end) {
+            Some(s) => s,
+            None => {
+                kill_group(group, &mut child, c.timeouts.grace);
+                tracing::warn!(provider = %c.name, operation, request_id, "the command ran past its deadline; its process group was killed");
+                return Err(CallError::Timeout(timeout));
+            }
+        };
+        // The command exited; whatever it left behind in its group goes too, and its pipes are
+        // read only until the deadline (a child holding stdout open cannot hang the call).
+        signal_group(group, libc::SIGKILL);
+        let left = end
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
+        let (read_ok, over, stdout) = out_rx
+            .recv_timeout(left)
+            .map_err(|_| CallError::Timeout(timeout))?;
+        let stderr = err_rx
+            .recv_timeout(Duration::from_millis(500))
+            .unwrap_or_default();
+        if over {
+            return Err(CallError::Protocol(format!(
+                "stdout is over {} bytes",
+                c.max_stdout
+            )));
+        }
+        if !read_ok {
+            return Err(CallError::Protocol("stdout could not be read".to_string()));
+        }
+        Ok((status, stdout, stderr))
+    }
+
+    fn failure(&self, operation: &str, e: CallError) -> ProviderError {
+        let name = &self.config.name;
+        match e {
+            CallError::Failed(mut p) => {
+                p.message = format!("{name}: {operation}: {}", p.message);
+                p
+            }
+            CallError::Protocol(m) => ProviderError::new(
+                ProviderErrorCode::Internal,
+                format!("{name}: {operation}: protocol error: {m}"),
+            ),
+            CallError::Timeout(d) => ProviderError::new(
+                ProviderErrorCode::Unavailable,
+                format!(
+                    "{name}: {operation}: no answer within {} s; the command was killed",
+                    d.as_secs_f64()
+                ),
+            ),
+        }
+    }
+
+    /// A mutating call's failure: a refusal stays what it is; anything else leaves its outcome
+    /// unknown.
+    fn uncertain(&self, operation: &str, e: CallError) -> ProviderError {
+        let certain = matches!(&e, CallError::Failed(_));
+        let mut p = self.failure(operation, e);
+        if !certain {
+            p.uncertain = true;
+            p.retryable = true;
+            p.message
+                .push_str(" (the outcome is unknown: asking get-operation under the same key)");
+        }
+        p
+    }
+}
+
+/// The request's `cluster`: `id` (the member), `region`, and `ref` (the operator's
+/// identifiers: a JSON object `clusterRef`, or a plain one as `{"name": ...}`).
+fn cluster_json(c: &ClusterTarget) -> Value {
+    let r = match c.cluster_ref.as_deref() {
+        None => json!({}),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => json!({ "name": text }),
+        },
+    };
+    json!({ "id": c.member, "region": c.region, "ref": r })
+}
+
+/// A response that parsed.
+struct Response {
+    success: bool,
+    result: Value,
+    error: ProviderError,
+}
+
+fn parse_response(stdout: &[u8], operation: &str, request_id: &str) -> Result<Response, String> {
+    let text = std::str::from_utf8(stdout).map_err(|_| "stdout is not UTF-8".to_string())?;
+    if text.trim().is_empty() {
+        return Err("stdout is empty (one JSON response is required)".to_string());
+    }
+    let v: Value = serde_json::from_str(text.trim())
+        .map_err(|e| format!("stdout is not one JSON object: {e}"))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| "stdout is JSON but not an object".to_string())?;
+    let field = |k: &str| o.get(k).and_then(Value::as_str);
+    if field("kind") != Some("ProviderResponse") {
+        return Err("kind: must be \"ProviderResponse\"".to_string());
+    }
+    if field("apiVersion") != Some(API_VERSION) {
+        return Err(format!(
+            "apiVersion: {:?} does not echo the request's {API_VERSION:?}",
+            o.get("apiVersion")
+        ));
+    }
+    if field("operation") != Some(operation) {
+        return Err(format!("operation: must echo {operation:?}"));
+    }
+    if field("requestId") != Some(request_id) {
+        return Err(format!("requestId: must echo {request_id:?}"));
+    }
+    match field("status") {
+        Some("Success") => Ok(Response {
+            success: true,
+            result: o.get("result").cloned().unwrap_or_else(|| json!({})),
+            error: ProviderError::new(ProviderErrorCode::Internal, ""),
+        }),
+        Some("Failure") => {
+            let e = o.get("error").and_then(Value::as_object);
+            let e = e.ok_or_else(|| "error: a Failure must say what failed".to_string())?;
+            let code = e.get("code").and_then(Value::as_str).unwrap_or("Internal");
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+            let mut p = ProviderError::new(ProviderError::code_named(code), message);
+            if let Some(r) = e.get("retryable").and_then(Value::as_bool) {
+                p.retryable = r;
+            }
+            p.retry_after_seconds = e.get("retryAfterSeconds").and_then(Value::as_u64);
+            if let Some(pc) = e
+                .get("details")
+                .and_then(|d| d.get("providerCode"))
+                .and_then(Value::as_str)
+            {
+                p.message = format!("{} [{pc}]", p.message);
+            }
+            Ok(Response {
+                success: false,
+                result: Value::Null,
+                error: p,
+            })
+        }
+        other => Err(format!("status: {other:?} is not Success or Failure")),
+    }
+}
+
+/// What a non-zero exit without a response means (`None`: a protocol error).
+fn exit_error(code: i32, _operation: &str) -> Option<ProviderErrorCode> {
+    match code {
+        1 => Some(ProviderErrorCode::Internal),
+        2 => None,
+        3 => Some(ProviderErrorCode::Unsupported),
+        75 => Some(ProviderErrorCode::Unavailable),
+        77 => Some(ProviderErrorCode::PermissionDenied),
+        78 => Some(ProviderErrorCode::InvalidRequest),
+        _ => Some(ProviderErrorCode::Internal),
+    }
+}
+
+fn exit_text(s: std::process::ExitStatus) -> String {
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exited {c}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        _ => "ended".to_string(),
+    }
+}
+
+fn last_line(text: &str) -> String {
+    let line = text.trim_end().lines().last().unwrap_or("").trim();
+    line.chars().take(300).collect()
+}
+
+/// Waits for the child until `end`; `None` when it is still running then.
+fn wait_until(child: &mut Child, end: Instant) -> Option<std::process::ExitStatus> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        let now = Instant::now();
+        if now >= end {
+            return None;
+        }
+        std::thread::sleep(pause.min(end - now));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn signal_group(group: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals the process group; it touches no memory.
+    unsafe {
+        libc::kill(-group, signal);
+    }
+}
+
+/// SIGTERM to the group, `grace` to leave, then SIGKILL to the group; reaps the child.
+fn kill_group(group: i32, child: &mut Child, grace: Duration) {
+    signal_group(group, libc::SIGTERM);
+    let _ = wait_until(child, Instant::now() + grace);
+    signal_group(group, libc::SIGKILL);
+    let _ = child.wait();
+}
+
+/// Makes `dir` readable by its owner only.
+fn private(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+}
+
+fn phase_named(s: &str) -> OperationPhase {
+    match s {
+        "Pending" => OperationPhase::Pending,
+        "Running" => OperationPhase::Running,
+        "Succeeded" => OperationPhase::Succeeded,
+        "Failed" => OperationPhase::Failed,
+        "Canceled" | "Cancelled" => OperationPhase::Canceled,
+        _ => OperationPhase::Unknown,
+    }
+}
+
+fn bad_result(name: &str, operation: &str, why: String) -> ProviderError {
+    ProviderError::new(
+        ProviderErrorCode::Internal,
+        format!("{name}: {operation}: result.{why}"),
+    )
+}
+
+fn text_at<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    o.get(key).and_then(Value::as_str)
+}
+
+impl Provider for ExecProvider {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn describe(&self, cluster: &ClusterTarget) -> Result<Described, ProviderError> {
+        let name = &self.config.name;
+        let r = self
+            .call(
+                "describe",
+                Some(cluster),
+                json!({}),
+                self.config.timeouts.describe,
+            )
+            .map_err(|e| self.failure("describe", e))?;
+        let bad = |why: &str| bad_result(name, "describe", why.to_string());
+        let o = r.as_object().ok_or_else(|| bad(": must be an object"))?;
+        let kubernetes_version = o
+            .get("controlPlane")
+            .and_then(|c| c.get("version"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("controlPlane.version: is required"))?
+            .to_string();
+        let region = text_at(o, "region")
+            .map(str::to_string)
+            .or_else(|| cluster.region.clone())
+            .ok_or_else(|| bad("region: is required"))?;
+        let mut node_pools = Vec::new();
+        let pools = o
+            .get("nodePools")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (i, p) in pools.iter().enumerate() {
+            let pool_name = p.get("name").and_then(Value::as_str);
+            let pool_name =
+                pool_name.ok_or_else(|| bad(&format!("nodePools[{i}].name: is required")))?;
+            let os_type = match p
+                .get("os")
+                .or_else(|| p.get("osType"))
+                .and_then(Value::as_str)
+            {
+                Some("Windows") => OsType::Windows,
+                Some("Linux") | None => OsType::Linux,
+                Some(other) => {
+                    return Err(bad(&format!(
+                        "nodePools[{i}].os: {other:?} is not Linux or Windows"
+                    )))
+                }
+            };
+            let image = p.pointer("/nodeImage/version").and_then(Value::as_str);
+            let image = image
+                .ok_or_else(|| bad(&format!("nodePools[{i}].nodeImage.version: is required")))?;
+            node_pools.push(NodePool {
+                name: pool_name.to_string(),
+                os_type,
+                image_version: image.to_string(),
+                from_snapshot: p
+                    .get("fromSnapshot")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            });
+        }
+        let maintenance = match o.get("maintenance") {
+            None | Some(Value::Null) => None,
+            Some(m) => Some(
+                serde_json::from_value::<Maintenance>(m.clone())
+                    .map_err(|e| bad(&format!("maintenance: {e}")))?,
+            ),
+        };
+        let labels = match o.get("labels") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(l) => {
+                serde_json::from_value(l.clone()).map_err(|e| bad(&format!("labels: {e}")))?
+            }
+        };
+        Ok(Described {
+            kubernetes_version,
+            node_pools,
+            region,
+            busy: o.get("busy").and_then(Value::as_bool).unwrap_or(false),
+            maintenance,
+            labels,
+        })
+    }
+
+    fn start_upgrade(
+        &self,
+        cluster: &ClusterTarget,
+        request: &UpgradeRequest,
+    ) -> Result<Started, ProviderError> {
+        let mut params = json!({
+            "idempotencyKey": request.idempotency_key,
+            "type": request.upgrade_type,
+        });
+        if let Some(v) = &request.control_plane {
+            params["controlPlane"] = json!({ "version": v });
+        }
+        if !request.node_images.is_empty() {
+            params["nodePools"] = request
+                .node_images
+                .iter()
+                .map(|i| json!({"name": i.node_pool, "nodeImage": {"version": i.image_version}}))
+                .collect();
+        }
+        let r = self
+            .call(
+                "start-upgrade",
+                Some(cluster),
+                params,
+                self.config.timeouts.start_upgrade,
+            )
+            .map_err(|e| self.uncertain("start-upgrade", e))?;
+        let o = r.as_object().cloned().unwrap_or_default();
+        let operation_id = text_at(&o, "operationId").map(str::to_string);
+        let Some(operation_id) = operation_id else {
+            // It said Success but not which operation: as unknown as a crash.
+            let mut p = bad_result(
+                &self.config.name,
+                "start-upgrade",
+                "operationId: is required".to_string(),
+            );
+            p.uncertain = true;
+            p.retryable = true;
+            return Err(p);
+        };
+        let already = o
+            .get("alreadyAtTarget")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let phase = if already {
+            OperationPhase::Succeeded
+        } else {
+            text_at(&o, "state").map_or(OperationPhase::Pending, phase_named)
+        };
+        Ok(Started {
+            operation_id,
+            phase,
+            already_at_target: already,
+            poll_after_seconds: o
+                .get("pollAfterSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(30),
+        })
+    }
+
+    fn list_releases(&self, region: &str) -> Result<Releases, ProviderError> {
+        let params = json!({ "region": region });
+        let r = self
+            .call("list-releases", None, params, self.config.timeouts.describe)
+            .map_err(|e| self.failure("list-releases", e))?;
+        let list = |key: &str| -> Vec<Release> {
+            let items = r
+                .get(key)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let mut out: Vec<Release> = items
+                .iter()
+                .filter(|v| !v.get("preview").and_then(Value::as_bool).unwrap_or(false))
+                .filter_map(|v| {
+                    Some(Release {
+                        version: v.get("version")?.as_str()?.to_string(),
+                        since: v
+                            .get("availableSince")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    })
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        Ok(Releases {
+            kubernetes: list("kubernetesVersions"),
+            node_images: list("nodeImages"),
+        })
+    }
+
+    fn get_operation(
+        &self,
+        cluster: &ClusterTarget,
+        idempotency_key: &str,
+    ) -> Result<OperationReport, ProviderError> {
+        let params = json!({ "idempotencyKey": idempotency_key });
+        let r = self
+            .call(
+                "get-operation",
+                Some(cluster),
+                params,
+                self.config.timeouts.get_operation,
+            )
+            .map_err(|e| self.failure("get-operation", e))?;
+        let o = r.as_object().cloned().unwrap_or_default();
+        let message = text_at(&o, "message").map(str::to_string).or_else(|| {
+            o.get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
+        Ok(OperationReport {
+            operation_id: text_at(&o, "operationId")
+                .unwrap_or(idempotency_key)
+                .to_string(),
+            phase: text_at(&o, "state").map_or(OperationPhase::Unknown, phase_named),
+            message,
+            poll_after_seconds: o
+                .get("pollAfterSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(30),
+        })
+    }
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""A well-behaved exec provider (exec.waverun.dev/v1alpha1): a fake platform of clusters kept in
+a JSON file, for waverun's conformance tests and as a starting point for adapter authors.
+
+    fake-cluster.py OPERATION < request.json > response.json
+
+Environment (set through the provider's `env` in waverun.yaml):
+  FAKE_CLUSTER_STATE    the JSON file holding the clusters and their operations (required)
+  FAKE_UPGRADE_SECONDS  how long an upgrade runs, in real seconds (default 0.5)
+  FAKE_FAIL_MEMBERS     comma-separated cluster ids whose upgrades fail
+  FAKE_ENV_LOG          if set, each call appends its environment (as JSON) to this file
+  FAKE_RELEASES         the `list-releases` result as JSON (default: 1.33.2 and 1.34.1, two
+                        Ubuntu images, and a 1.35.0 preview)
+
+The state file: {"clusters": {ID: {"region", "version", "nodePools": [{"name", "os",
+"nodeImage": {"version"}}]}}, "operations": {KEY: {...}}}. Clusters not in the file are
+created on first describe at 1.33.2 in the request's region.
+"""
+import fcntl
+import json
+import os
+import sys
+import time
+
+API = "exec.waverun.dev/v1alpha1"
+
+
+def respond(req, result=None, error=None):
+    out = {"apiVersion": API, "kind": "ProviderResponse",
+           "operation": req.get("operation"), "requestId": req.get("requestId")}
+    if error is None:
+        out["status"] = "Success"
+        out["result"] = result or {}
+    else:
+        out["status"] = "Failure"
+        out["error"] = error
+    sys.stdout.write(json.dumps(out))
+    sys.stdout.flush()
+    sys.exit(0 if error is None else 1)
+
+
+def fail(req, code, message, retryable=False):
+    respond(req, error={"code": code, "message": message, "retryable": retryable})
+
+
+def settle(state, now):
+    """Finishes the operations whose time has come, changing their clusters."""
+    failing = set(filter(None, os.environ.get("FAKE_FAIL_MEMBERS", "").split(",")))
+    for op in state["operations"].values():
+        if op["state"] == "Running" and op["due"] <= now:
+            c = state["clusters"][op["cluster"]]
+            if op["cluster"] in failing:
+                op["state"] = "Failed"
+                op["message"] = "the fake platform failed this upgrade"
+            else:
+                op["state"] = "Succeeded"
+                if op.get("controlPlane"):
+                    c["version"] = op["controlPlane"]
+                for p in op.get("nodePools", []):
+                    for pool in c["nodePools"]:
+                        if pool["name"] == p["name"]:
+                            pool["nodeImage"] = {"version": p["nodeImage"]["version"]}
+            op["finishedAt"] = now
+
+
+def main():
+    operation = sys.argv[-1]
+    req = json.load(sys.stdin)
+    if req.get("apiVersion") != API or req.get("operation") != operation:
+        print("request does not match the operation argument", file=sys.stderr)
+        sys.exit(2)
+    if os.environ.get("FAKE_ENV_LOG"):
+        with open(os.environ["FAKE_ENV_LOG"], "a") as f:
+            f.write(json.dumps(dict(os.environ)) + "\n")
+    if operation == "capabilities":
+        respond(req, {"provider": {"name": "fake-cluster", "version": "1.0.0"},
+                      "apiVersions": [API],
+                      "operations": ["capabilities", "describe", "list-releases",
+                                     "start-upgrade", "get-operation"],
+                      "upgradeTypes": ["Full", "ControlPlaneOnly", "NodeImageOnly"],
+                      "features": ["node-image-pinning"], "maxConcurrency": 100})
+    if operation == "list-releases":
+        default = {"kubernetesVersions": [{"version": "1.33.2"}, {"version": "1.34.1"},
+                                          {"version": "1.35.0", "preview": True}],
+                   "nodeImages": [{"family": "AKSUbuntu-2204", "version": "AKSUbuntu-2204-202611.01.0"},
+                                  {"family": "AKSUbuntu-2204", "version": "AKSUbuntu-2204-202612.01.0"}],
+                   "ttlSeconds": 3600}
+        respond(req, json.loads(os.environ.get("FAKE_RELEASES", "null")) or default)
+    path = os.environ["FAKE_CLUSTER_STATE"]
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        text = f.read()
+        state = json.loads(text) if text.strip() else {}
+        state.setdefault("clusters", {})
+        state.setdefault("operations", {})
+        now = time.time()
+        settle(state, now)
+        cid = req.get("cluster", {}).get("id")
+        cluster = state["clusters"].get(cid)
+        if cluster is None:
+            cluster = {"region": req["cluster"].get("region") or "eastus", "version": "1.33.2",
+                       "nodePools": [{"name": "system", "os": "Linux",
+                                      "nodeImage": {"version": "AKSUbuntu-2204-202611.01.0"}}]}
+            state["clusters"][cid] = cluster
+        params = req.get("params", {})
+        busy = any(o["state"] == "Running" and o["cluster"] == cid
+                   for o in state["operations"].values())
+        if operation == "describe":
+            result = {"controlPlane": {"version": cluster["version"]},
+                      "nodePools": cluster["nodePools"], "region": cluster["region"],
+                      "powerState": "Running", "busy": busy}
+        elif operation == "start-upgrade":
+            key = params["idempotencyKey"]
+            op = state["operations"].get(key)
+            if op is None:
+                if busy:
+                    fail(req, "OperationInProgress", cid + ": another upgrade is running", True)
+                at_target = (params.get("controlPlane", {}).get("version", cluster["version"])
+                             == cluster["version"]) and all(
+                    any(p["name"] == q["name"] and p["nodeImage"] == q["nodeImage"]
+                        for p in cluster["nodePools"]) for q in params.get("nodePools", []))
+                op = {"operationId": "op-%d" % (len(state["operations"]) + 1), "key": key,
+                      "cluster": cid, "startedAt": now,
+                      "due": now + float(os.environ.get("FAKE_UPGRADE_SECONDS", "0.5")),
+                      "state": "Succeeded" if at_target else "Running",
+                      "alreadyAtTarget": at_target,
+                      "controlPlane": params.get("controlPlane", {}).get("version"),
+                      "nodePools": params.get("nodePools", [])}
+                state["operations"][key] = op
+            result = {"operationId": op["operationId"], "state": op["state"],
+                      "alreadyAtTarget": op["alreadyAtTarget"], "pollAfterSeconds": 1}
+        elif operation == "get-operation":
+            op = state["operations"].get(params.get("idempotencyKey"))
+            if op is None:
+                fail(req, "NotFound", "no operation under key %r" % params.get("idempotencyKey"))
+            result = {"operationId": op["operationId"], "state": op["state"],
+                      "message": op.get("message", ""), "startedAt": op["startedAt"],
+                      "pollAfterSeconds": 1}
+        else:
+            print("unsupported operation " + operation, file=sys.stderr)
+            sys.exit(3)
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps(state, indent=1, sort_keys=True))
+    respond(req, result)
+
+
+main()
