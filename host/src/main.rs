@@ -376,6 +376,7 @@ fn demo(listen: &str, data_dir: PathBuf, fresh: bool, out: &mut impl Write) -> R
             sha256: token_hash(&token),
         }],
         module_cache: std::env::var_os("WAVERUN_CACHE_DIR").map(PathBuf::from),
+        ..ServeConfig::defaults()
     };
     let source = match waverun_host::runtime::plugin_override() {
         Some(p) => ModuleSource::File(p),

@@ -3,7 +3,10 @@
 //! as `waverun simulate` says; ETags guard changes; bad bodies are problems naming the field and
 //! change nothing; tokens and roles are enforced; the audit log says who did what.
 
+mod http_support;
 mod runtime_support;
+
+use http_support::{agent, Client};
 
 use runtime_support::{shared_cache, workspace};
 use serde_json::{json, Value};
@@ -19,27 +22,15 @@ const FLEET_FILE: &str = "tests/scenarios/gates-and-wait.yaml";
 
 struct Daemon {
     server: Option<Server>,
-    base: String,
+    client: Client,
     _dir: tempfile::TempDir,
-    agent: ureq::Agent,
 }
 
-/// A client without a connection pool: every request on a connection of its own, so a
-/// connection the server closed (after refusing a body it did not read: 413) is never reused.
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .max_idle_connections(0)
-        .max_idle_connections_per_host(0)
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
-
-struct Reply {
-    status: u16,
-    etag: Option<String>,
-    body: Value,
+impl std::ops::Deref for Daemon {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
 }
 
 impl Daemon {
@@ -60,60 +51,15 @@ impl Daemon {
                 })
                 .collect(),
             module_cache: Some(shared_cache()),
+            ..ServeConfig::defaults()
         };
         let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
         let base = format!("http://{}/api/v1/fleets/default", server.addr());
         Daemon {
             server: Some(server),
-            base,
+            client: Client::new(&base),
             _dir: dir,
-            agent: agent(),
         }
-    }
-
-    fn call(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        headers: &[(&str, &str)],
-        body: Option<&str>,
-    ) -> Reply {
-        let url = if path.starts_with("http") {
-            path.to_string()
-        } else {
-            format!("{}{path}", self.base)
-        };
-        let mut req = ureq::http::Request::builder().method(method).uri(&url);
-        if let Some(t) = token {
-            req = req.header("authorization", format!("Bearer {t}"));
-        }
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let has_type = headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
-        if body.is_some() && !has_type {
-            req = req.header("content-type", "application/json");
-        }
-        let req = req.body(body.unwrap_or("").to_string()).unwrap();
-        let mut resp = self
-            .agent
-            .run(req)
-            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-        let status = resp.status().as_u16();
-        let etag = resp
-            .headers()
-            .get("etag")
-            .map(|v| v.to_str().unwrap().to_string());
-        let text = resp.body_mut().read_to_string().unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Reply { status, etag, body }
-    }
-
-    fn get(&self, path: &str, token: Option<&str>) -> Reply {
-        self.call("GET", path, token, &[], None)
     }
 }
 

@@ -206,7 +206,13 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/gates/{id}", get(gates::show).patch(gates::patch))
         .route("/gates/{id}/approve", post(gates::approve))
         .route("/members", get(members::list))
-        .route("/members/{name}", get(members::show))
+        .route(
+            "/members/{name}",
+            get(members::show)
+                .put(members::put)
+                .patch(members::patch)
+                .delete(members::delete),
+        )
         .route("/events", get(events::list))
         .route("/audit", get(events::audit));
     Router::new()

@@ -193,6 +193,16 @@ impl FleetEngine {
     /// An observation (an upgrade's result, a member observed) as one step. A result marks its
     /// operation `done` in the same transaction.
     pub fn deliver(&mut self, observation: &Observation) -> Result<Applied, DaemonError> {
+        self.deliver_step(observation, Extras::default())
+    }
+
+    /// An observation with what the daemon writes beside it (a member's observed status), as
+    /// one step.
+    pub fn deliver_step(
+        &mut self,
+        observation: &Observation,
+        extras: Extras,
+    ) -> Result<Applied, DaemonError> {
         let done = match observation {
             Observation::UpgradeSucceeded { operation_id }
             | Observation::UpgradeFailed { operation_id, .. } => Some(OperationUpdate {
@@ -205,7 +215,7 @@ impl FleetEngine {
             _ => None,
         };
         let r = self.call(|i| i.deliver(observation));
-        self.finish_with(r, done, Extras::default())
+        self.finish_with(r, done, extras)
     }
 
     /// Time passed: the timers due now fire, as one step.

@@ -12,15 +12,19 @@
 //! - [`Daemon`]: the engine thread ([`Worker`]) that runs the fleet in real (or scaled,
 //!   [`FleetClock`]) time: it sends recorded operations to their [`crate::providers`], polls
 //!   them, delivers their results, and wakes the engine when its timers are due.
+//! - [`MemberBinding`]: a member as config or the API binds it to a cluster, joined with what
+//!   its provider describes; [`observe_members`] describes them again so versions stay true.
 //!
 //! Imports point one way: `daemon` → `runtime`, `store` and `providers`; none imports `daemon`.
 
 mod clock;
 mod fleet_engine;
+mod members;
 mod step;
 mod worker;
 
 pub use clock::FleetClock;
 pub use fleet_engine::{Applied, DaemonError, Extras, FleetEngine, Provisioned};
+pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
 pub use step::{Outbox, StepJournal};
 pub use worker::{Daemon, Gone, Providers, Worker};

@@ -3,9 +3,13 @@
 //! with their path. `host/examples/waverun.yaml` is a commented example.
 
 use crate::api::Role;
+use crate::daemon::MemberBinding;
+use crate::providers::{ExecTimeouts, SecretSource};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The config file.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -29,6 +33,95 @@ pub struct ConfigFile {
     /// Bearer tokens, stored as SHA-256 hashes.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
+    /// Cluster providers besides the built-in `simulated` one, by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Members bound to their clusters: registered at start, as their provider describes them.
+    #[serde(default)]
+    pub members: Vec<MemberBinding>,
+    /// How often every member is described again, in seconds (default 300).
+    #[serde(default)]
+    pub observe_interval_seconds: Option<u64>,
+}
+
+/// The kinds of provider a config can add.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProviderKind {
+    /// `exec.waverun.dev/v1alpha1`: the operator's command per call.
+    Exec,
+}
+
+/// One configured provider.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `exec`.
+    #[serde(rename = "type")]
+    pub kind: ProviderKind,
+    /// The program and its first arguments (no shell); the operation is appended.
+    pub command: Vec<String>,
+    /// Variables set for it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment passed through.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// Secret variables: `{fromEnv: VAR}` or `{fromFile: PATH}`, read at every call, never
+    /// logged.
+    #[serde(default)]
+    pub secret_env: BTreeMap<String, SecretSource>,
+    /// Deadlines per operation, in seconds.
+    #[serde(default)]
+    pub timeouts: TimeoutsConfig,
+    /// The largest response accepted on stdout (default 1 MiB).
+    #[serde(default)]
+    pub max_stdout_bytes: Option<usize>,
+}
+
+/// Per-operation deadlines, in seconds.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimeoutsConfig {
+    /// `capabilities` (default 10).
+    pub capabilities: Option<f64>,
+    /// `describe` (default 30).
+    pub describe: Option<f64>,
+    /// `start-upgrade` (default 120).
+    pub start_upgrade: Option<f64>,
+    /// `get-operation` (default 30).
+    pub get_operation: Option<f64>,
+    /// Between SIGTERM and SIGKILL (default 5).
+    pub grace: Option<f64>,
+}
+
+impl TimeoutsConfig {
+    fn resolve(&self, path: &str) -> Result<ExecTimeouts, String> {
+        let d = ExecTimeouts::default();
+        let pick = |v: Option<f64>, name: &str, default: Duration| match v {
+            None => Ok(default),
+            Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Ok(Duration::from_secs_f64(s)),
+            Some(s) => Err(format!(
+                "{path}.{name}: {s} must be a number of seconds in (0, 86400]"
+            )),
+        };
+        Ok(ExecTimeouts {
+            capabilities: pick(self.capabilities, "capabilities", d.capabilities)?,
+            describe: pick(self.describe, "describe", d.describe)?,
+            start_upgrade: pick(self.start_upgrade, "startUpgrade", d.start_upgrade)?,
+            get_operation: pick(self.get_operation, "getOperation", d.get_operation)?,
+            grace: pick(self.grace, "grace", d.grace)?,
+        })
+    }
+}
+
+/// A configured provider, resolved.
+#[derive(Clone, Debug)]
+pub struct ResolvedProvider {
+    /// What it is and how to run it.
+    pub config: ProviderConfig,
+    /// Its deadlines.
+    pub timeouts: ExecTimeouts,
 }
 
 /// One bearer token.
@@ -61,6 +154,12 @@ pub struct ServeConfig {
     /// Where precompiled engine modules are cached (default `<data dir>/modules`;
     /// `$WAVERUN_CACHE_DIR`).
     pub module_cache: Option<PathBuf>,
+    /// The configured providers, by name.
+    pub providers: BTreeMap<String, ResolvedProvider>,
+    /// The configured members.
+    pub members: Vec<MemberBinding>,
+    /// How often members are described again.
+    pub observe_interval: Duration,
 }
 
 /// What the command line gave (each overrides the file and the environment).
@@ -79,6 +178,22 @@ pub struct Overrides {
 }
 
 impl ServeConfig {
+    /// What an empty config file resolves to, without reading the environment.
+    pub fn defaults() -> ServeConfig {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            data_dir: PathBuf::from("waverun-data"),
+            fleet: "default".to_string(),
+            time_scale: 1.0,
+            fleet_file: None,
+            tokens: Vec::new(),
+            module_cache: None,
+            providers: BTreeMap::new(),
+            members: Vec::new(),
+            observe_interval: Duration::from_secs(300),
+        }
+    }
+
     /// The file (if any), then the environment (`WAVERUN_LISTEN`, `WAVERUN_DATA_DIR`,
     /// `WAVERUN_FLEET_NAME`, `WAVERUN_TIME_SCALE`, `WAVERUN_FLEET_FILE`), then `flags`.
     pub fn resolve(file: Option<&Path>, flags: Overrides) -> Result<ServeConfig, String> {
@@ -138,6 +253,55 @@ impl ServeConfig {
                  add tokens, or listen on 127.0.0.1"
             ));
         }
+        let mut providers = BTreeMap::new();
+        for (name, p) in &base.providers {
+            let path = format!("providers.{name}");
+            let mut errors = waverun_core::error::Errors::default();
+            waverun_core::validate::check_name(&path, name, &mut errors);
+            errors.into_result().map_err(|e| e.to_string())?;
+            if name == "simulated" {
+                return Err(format!(
+                    "{path}: the name \"simulated\" is the built-in provider's"
+                ));
+            }
+            if p.command.is_empty() || p.command[0].is_empty() {
+                return Err(format!(
+                    "{path}.command: must name a program, e.g. [/usr/local/bin/adapter]"
+                ));
+            }
+            if p.max_stdout_bytes == Some(0) {
+                return Err(format!("{path}.maxStdoutBytes: must be at least 1"));
+            }
+            let timeouts = p.timeouts.resolve(&format!("{path}.timeouts"))?;
+            providers.insert(
+                name.clone(),
+                ResolvedProvider {
+                    config: p.clone(),
+                    timeouts,
+                },
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, m) in base.members.iter().enumerate() {
+            if m.provider != "simulated" && !providers.contains_key(&m.provider) {
+                let known: Vec<&str> = std::iter::once("simulated")
+                    .chain(providers.keys().map(String::as_str))
+                    .collect();
+                return Err(format!(
+                    "members[{i}].provider: {:?} is not a configured provider ({})",
+                    m.provider,
+                    known.join(", ")
+                ));
+            }
+            if !seen.insert(m.name.as_str()) {
+                return Err(format!("members[{i}].name: {:?} is listed twice", m.name));
+            }
+        }
+        let observe_interval = match base.observe_interval_seconds {
+            None => Duration::from_secs(300),
+            Some(0) => return Err("observeIntervalSeconds: must be at least 1".to_string()),
+            Some(s) => Duration::from_secs(s),
+        };
         Ok(ServeConfig {
             listen,
             data_dir,
@@ -146,6 +310,9 @@ impl ServeConfig {
             fleet_file,
             tokens: base.tokens,
             module_cache: env("WAVERUN_CACHE_DIR").map(PathBuf::from),
+            providers,
+            members: base.members,
+            observe_interval,
         })
     }
 }

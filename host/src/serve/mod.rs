@@ -5,21 +5,23 @@
 mod config;
 pub mod demo;
 mod fleet_file;
+mod observer;
 
 pub use config::{ConfigFile, Overrides, ServeConfig, TokenConfig};
 pub use fleet_file::FleetFile;
+use observer::Observer;
 
 use crate::api::{self, ApiState, Auth};
-use crate::daemon::{Daemon, Extras, FleetClock, FleetEngine, Providers};
-use crate::providers::{ClusterTarget, Provider, SimulatedCluster, SimulatedProvider};
+use crate::daemon::{Daemon, Extras, FleetClock, FleetEngine, MemberBinding, Providers};
+use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
 use crate::runtime::{InstanceConfig, PluginModule, PluginRuntime, RuntimeConfig};
-use crate::store::{meta, ResourceMeta, SqliteStore, Store, StoreRead};
-use serde_json::json;
+use crate::store::{meta, SqliteStore, Store, StoreRead};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use waverun_core::{Command, Member, NodePool};
+use waverun_core::Command;
 
 /// The database file in a data directory.
 pub const DB_FILE: &str = "waverun.db";
@@ -32,6 +34,7 @@ pub struct Server {
     module_hash: String,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    observer: Option<Observer>,
 }
 
 /// Where the module comes from: the one built in, or a file.
@@ -111,6 +114,20 @@ impl Server {
             "simulated".to_string(),
             simulated.clone() as Arc<dyn Provider>,
         );
+        for (name, p) in &config.providers {
+            let exec = ExecProvider::start(ExecConfig {
+                name: name.clone(),
+                command: p.config.command.clone(),
+                env: p.config.env.clone(),
+                pass_env: p.config.pass_env.clone(),
+                secret_env: p.config.secret_env.clone(),
+                timeouts: p.timeouts.clone(),
+                max_stdout: p.config.max_stdout_bytes.unwrap_or(1024 * 1024),
+                state_dir: config.data_dir.join("providers").join(name),
+            })?;
+            tracing::info!(provider = %name, "exec provider ready");
+            providers.insert(name.clone(), Arc::new(exec) as Arc<dyn Provider>);
+        }
         let (engine, _) = FleetEngine::start(
             &module,
             store,
@@ -119,10 +136,16 @@ impl Server {
             "simulated",
         )
         .map_err(|e| format!("starting the engine: {e}"))?;
-        let daemon = Arc::new(Daemon::spawn(engine, clock, providers));
+        let daemon = Arc::new(Daemon::spawn(engine, clock, providers.clone()));
         if let Some((file, text)) = fleet_file {
             register_fleet(&daemon, &file, &text, simulated.clone(), &clock)?;
         }
+        let observer = Observer::spawn(
+            daemon.clone(),
+            providers,
+            config.members.clone(),
+            config.observe_interval,
+        );
         let mut auth = Auth::open();
         for t in &config.tokens {
             auth = auth.with_hash(&t.name, t.role, &t.sha256);
@@ -171,6 +194,7 @@ impl Server {
             module_hash,
             shutdown: Some(shutdown),
             thread: Some(thread),
+            observer: Some(observer),
         })
     }
 
@@ -196,6 +220,7 @@ impl Server {
 
     /// Stops accepting requests, lets those in flight finish, closes the store.
     pub fn shutdown(mut self) -> Result<(), String> {
+        drop(self.observer.take());
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
         }
@@ -218,6 +243,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        drop(self.observer.take());
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
         }
@@ -252,58 +278,27 @@ fn register_fleet(
                 return Ok(());
             }
             for m in &file.members {
-                let target = ClusterTarget {
-                    member: m.name.clone(),
-                    cluster_ref: m.provider.as_ref().and_then(|p| p.id.clone()),
+                let binding = MemberBinding {
+                    name: m.name.clone(),
+                    provider: m
+                        .provider
+                        .as_ref()
+                        .map_or_else(|| "simulated".to_string(), |p| p.name.clone()),
+                    cluster_ref: m
+                        .provider
+                        .as_ref()
+                        .and_then(|p| p.id.clone())
+                        .map(Value::String),
+                    cluster_resource_id: None,
+                    group: m.group.clone(),
+                    labels: m.labels.clone(),
+                    long_term_support: m.long_term_support,
                 };
                 let d = simulated
-                    .describe(&target)
+                    .describe(&binding.target(Some(m.region.clone())))
                     .map_err(|e| format!("members: {}: {e}", m.name))?;
-                let mut member: Member = m.member();
-                member.kubernetes_version = d.kubernetes_version.clone();
-                member.node_pools = m
-                    .node_pools
-                    .iter()
-                    .map(|p| NodePool {
-                        image_version: d
-                            .node_images
-                            .iter()
-                            .find(|i| i.node_pool == p.name)
-                            .map_or_else(|| p.image_version.clone(), |i| i.image_version.clone()),
-                        ..p.clone()
-                    })
-                    .collect();
-                let properties = json!({
-                    "provider": m.provider.as_ref().map_or("simulated", |p| p.name.as_str()),
-                    "clusterRef": m.provider.as_ref().and_then(|p| p.id.clone()),
-                    "group": m.group,
-                    "labels": m.labels,
-                    "status": {
-                        "kubernetesVersion": member.kubernetes_version,
-                        "nodePools": member.node_pools,
-                        "region": member.region,
-                        "maintenance": member.maintenance,
-                    },
-                });
-                let now_s = crate::now_rfc3339();
-                let meta = ResourceMeta {
-                    kind: "members".to_string(),
-                    name: m.name.clone(),
-                    etag: String::new(),
-                    created_by: "fleet-file".to_string(),
-                    created_at: now_s.clone(),
-                    last_modified_by: "fleet-file".to_string(),
-                    last_modified_at: now_s,
-                    body: Some(properties.to_string()),
-                };
-                w.command_step(
-                    &Command::UpsertMember { member },
-                    Extras {
-                        resources: vec![meta],
-                        ..Extras::default()
-                    },
-                )
-                .map_err(|e| format!("members: {}: {e}", m.name))?;
+                w.register_member(&binding, &d, "fleet-file", Extras::default())
+                    .map_err(|e| format!("members: {}: {e}", m.name))?;
             }
             let catalog = file.catalog(file.start.unwrap_or(now));
             w.command(&Command::SetCatalog { catalog }, None)

@@ -1,0 +1,353 @@
+//! Members as the daemon knows them: a [`MemberBinding`] (what config or the API says: the
+//! provider, the cluster's reference, the update group, labels) joined with what the provider
+//! [`Described`] (versions, node pools, region, maintenance windows). This room owns that join,
+//! the member resource it is stored as, and [`observe_members`], which describes every member
+//! again (at start and periodically) so the engine's view of versions stays true.
+
+use super::{Daemon, Extras, Worker};
+use crate::providers::{ClusterTarget, Described, Provider};
+use crate::store::{ResourceMeta, StoreRead};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use waverun_core::{Command, Member, Observation, ProviderRef};
+
+/// The resource kind members are stored under.
+pub const MEMBERS: &str = "members";
+
+/// How a member is bound to its cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberBinding {
+    /// The member's name.
+    pub name: String,
+    /// The provider that reaches it.
+    pub provider: String,
+    /// The provider's reference of the cluster: a string, or an object of identifiers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ref: Option<Value>,
+    /// Azure's `clusterResourceId`, kept as given (the reference, when `clusterRef` is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_resource_id: Option<String>,
+    /// Its update group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Its labels (over those the provider reports).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Long-term support is enabled on the cluster.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub long_term_support: bool,
+}
+
+impl MemberBinding {
+    /// `clusterRef` as the engine and providers carry it (an object as its JSON text).
+    fn cluster_ref_text(&self) -> Option<String> {
+        match &self.cluster_ref {
+            None | Some(Value::Null) => self.cluster_resource_id.clone(),
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v) => Some(v.to_string()),
+        }
+    }
+
+    /// The cluster, as its provider is asked about it.
+    pub fn target(&self, region: Option<String>) -> ClusterTarget {
+        ClusterTarget {
+            member: self.name.clone(),
+            cluster_ref: self.cluster_ref_text(),
+            region,
+        }
+    }
+
+    /// The engine's member: this binding over what the provider described.
+    pub fn member(&self, d: &Described) -> Member {
+        let mut labels = d.labels.clone();
+        labels.extend(self.labels.clone());
+        Member {
+            name: self.name.clone(),
+            group: self.group.clone(),
+            labels,
+            region: d.region.clone(),
+            kubernetes_version: d.kubernetes_version.clone(),
+            node_pools: d.node_pools.clone(),
+            maintenance: d.maintenance.clone().unwrap_or_default(),
+            long_term_support: self.long_term_support,
+            provider: Some(ProviderRef {
+                name: self.provider.clone(),
+                id: self.cluster_ref_text(),
+            }),
+        }
+    }
+
+    /// The member resource's properties: the binding, and the provider's view under `status`.
+    pub fn properties(&self, d: &Described) -> Value {
+        let m = self.member(d);
+        let mut p = json!({
+            "provider": self.provider,
+            "clusterRef": self.cluster_ref,
+            "group": self.group,
+            "labels": self.labels,
+            "longTermSupport": self.long_term_support,
+            "status": {
+                "kubernetesVersion": m.kubernetes_version,
+                "nodePools": m.node_pools,
+                "region": m.region,
+                "maintenance": m.maintenance,
+                "labels": m.labels,
+                "busy": d.busy,
+            },
+        });
+        if let Some(id) = &self.cluster_resource_id {
+            p["clusterResourceId"] = json!(id);
+        }
+        p
+    }
+
+    /// The binding a stored member resource was written from.
+    pub fn of_stored(meta: &ResourceMeta) -> Option<MemberBinding> {
+        let p: Value = serde_json::from_str(meta.body.as_deref()?).ok()?;
+        Some(MemberBinding {
+            name: meta.name.clone(),
+            provider: p.get("provider")?.as_str()?.to_string(),
+            cluster_ref: p.get("clusterRef").cloned().filter(|v| !v.is_null()),
+            cluster_resource_id: p
+                .get("clusterResourceId")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            group: p.get("group").and_then(Value::as_str).map(str::to_string),
+            labels: p
+                .get("labels")
+                .and_then(|l| serde_json::from_value(l.clone()).ok())
+                .unwrap_or_default(),
+            long_term_support: p
+                .get("longTermSupport")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+}
+
+/// The resource of a member written by `by`, keeping its creation record from `existing`.
+pub fn member_resource(
+    binding: &MemberBinding,
+    d: &Described,
+    by: &str,
+    existing: Option<&ResourceMeta>,
+) -> ResourceMeta {
+    let now = crate::now_rfc3339();
+    let properties = binding.properties(d);
+    ResourceMeta {
+        kind: MEMBERS.to_string(),
+        name: binding.name.clone(),
+        etag: String::new(),
+        created_by: existing.map_or_else(|| by.to_string(), |m| m.created_by.clone()),
+        created_at: existing.map_or_else(|| now.clone(), |m| m.created_at.clone()),
+        last_modified_by: by.to_string(),
+        last_modified_at: now,
+        body: Some(properties.to_string()),
+    }
+}
+
+impl Worker {
+    /// Registers (or re-registers) a member as `by`: the engine's member and its resource, in
+    /// one step.
+    pub fn register_member(
+        &mut self,
+        binding: &MemberBinding,
+        d: &Described,
+        by: &str,
+        extras: Extras,
+    ) -> Result<ResourceMeta, super::DaemonError> {
+        let existing = self.engine().stored().resource(MEMBERS, &binding.name)?;
+        let meta = member_resource(binding, d, by, existing.as_ref());
+        let mut extras = extras;
+        extras.resources.push(meta.clone());
+        let command = Command::UpsertMember {
+            member: binding.member(d),
+        };
+        self.command_step(&command, extras)?;
+        Ok(meta)
+    }
+
+    /// What the provider says a registered member runs now: if its versions changed, the engine
+    /// observes it and its resource's status follows, in one step; otherwise only a changed
+    /// status (busy, labels) is written.
+    pub fn observed(&mut self, binding: &MemberBinding, d: &Described) -> Result<(), String> {
+        let existing = self
+            .engine()
+            .stored()
+            .resource(MEMBERS, &binding.name)
+            .map_err(|e| e.to_string())?;
+        let Some(existing) = existing else {
+            return Ok(()); // deleted meanwhile
+        };
+        let meta = member_resource(binding, d, &existing.last_modified_by, Some(&existing));
+        let before = stored_status(&existing);
+        let after = stored_status(&meta);
+        if before == after {
+            return Ok(());
+        }
+        let versions = |s: &Value| (s["kubernetesVersion"].clone(), s["nodePools"].clone());
+        let mut meta = meta;
+        meta.last_modified_at = existing.last_modified_at.clone();
+        let extras = Extras {
+            resources: vec![meta],
+            ..Extras::default()
+        };
+        if versions(&before) == versions(&after) {
+            return self.engine().record(extras).map_err(|e| e.to_string());
+        }
+        let observation = Observation::MemberObserved {
+            name: binding.name.clone(),
+            kubernetes_version: d.kubernetes_version.clone(),
+            node_pools: d.node_pools.clone(),
+        };
+        let applied = self
+            .engine()
+            .deliver_step(&observation, extras)
+            .map_err(|e| e.to_string())?;
+        self.dispatched(&applied);
+        Ok(())
+    }
+}
+
+fn stored_status(meta: &ResourceMeta) -> Value {
+    meta.body
+        .as_deref()
+        .and_then(|b| serde_json::from_str::<Value>(b).ok())
+        .map(|v| v["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Describes every registered member through its provider and tells the engine what changed.
+/// Provider calls run here, off the engine thread; a member whose provider fails is logged and
+/// left as it was. Returns how many members were described.
+pub fn observe_members(daemon: &Daemon, providers: &BTreeMap<String, Arc<dyn Provider>>) -> usize {
+    let stored = daemon.call(|w| w.engine().stored().resources(MEMBERS).ok());
+    let Ok(Some(metas)) = stored else {
+        return 0;
+    };
+    let mut n = 0;
+    for meta in metas {
+        let Some(binding) = MemberBinding::of_stored(&meta) else {
+            continue;
+        };
+        let Some(provider) = providers.get(&binding.provider) else {
+            continue;
+        };
+        let region = stored_status(&meta)["region"].as_str().map(str::to_string);
+        match provider.describe(&binding.target(region)) {
+            Ok(d) => {
+                n += 1;
+                let b = binding.clone();
+                match daemon.call(move |w| w.observed(&b, &d)) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(member = %binding.name, error = %e, "recording what a member runs failed")
+                    }
+                    Err(_) => return n,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(member = %binding.name, provider = %binding.provider, error = %e, "describing a member failed")
+            }
+        }
+    }
+    n
+}
+
+/// A release already delivered: (Kubernetes or node image, version, region).
+pub type SeenRelease = (bool, String, String);
+
+/// Asks every provider for the releases in the regions of its members, and delivers those the
+/// engine has not been told about (`seen`, kept by the caller) as observations. Providers
+/// without a release calendar (`Unsupported`) are skipped quietly.
+pub fn observe_releases(
+    daemon: &Daemon,
+    providers: &BTreeMap<String, Arc<dyn Provider>>,
+    seen: &mut std::collections::BTreeSet<SeenRelease>,
+) {
+    let stored = daemon.call(|w| w.engine().stored().resources(MEMBERS).ok());
+    let Ok(Some(metas)) = stored else {
+        return;
+    };
+    let mut regions: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for meta in &metas {
+        let (Some(b), Some(region)) = (
+            MemberBinding::of_stored(meta),
+            stored_status(meta)["region"].as_str().map(str::to_string),
+        ) else {
+            continue;
+        };
+        regions.entry(b.provider).or_default().insert(region);
+    }
+    for (name, regions) in regions {
+        let Some(provider) = providers.get(&name) else {
+            continue;
+        };
+        for region in regions {
+            let releases = match provider.list_releases(&region) {
+                Ok(r) => r,
+                Err(e) if e.code == crate::providers::ProviderErrorCode::Unsupported => break,
+                Err(e) => {
+                    tracing::warn!(provider = %name, %region, error = %e, "listing releases failed");
+                    continue;
+                }
+            };
+            // Node images first: a run waiting for a Kubernetes version then starts with the
+            // newest images already known.
+            let new: Vec<(bool, crate::providers::Release)> = releases
+                .node_images
+                .into_iter()
+                .map(|r| (false, r))
+                .chain(releases.kubernetes.into_iter().map(|r| (true, r)))
+                .filter(|(k, r)| !seen.contains(&(*k, r.version.clone(), region.clone())))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            let r = region.clone();
+            let delivered = daemon.call(move |w| {
+                let now = crate::runtime::host::Clock::now_ms(w.clock());
+                let mut ok = Vec::new();
+                for (kubernetes, rel) in new {
+                    let since = rel
+                        .since
+                        .as_deref()
+                        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                        .map(|t| t.with_timezone(&chrono::Utc))
+                        .or_else(|| waverun_core::Timestamp::from_timestamp_millis(now))
+                        .unwrap_or_default();
+                    let observation = if kubernetes {
+                        Observation::KubernetesReleased {
+                            version: rel.version.clone(),
+                            region: r.clone(),
+                            since,
+                        }
+                    } else {
+                        Observation::NodeImageReleased {
+                            version: rel.version.clone(),
+                            region: r.clone(),
+                            since,
+                        }
+                    };
+                    match w.engine().deliver(&observation) {
+                        Ok(applied) => {
+                            w.dispatched(&applied);
+                            ok.push((kubernetes, rel.version, r.clone()));
+                        }
+                        Err(e) => {
+                            tracing::warn!(version = %rel.version, region = %r, error = %e, "the engine refused a release")
+                        }
+                    }
+                }
+                ok
+            });
+            match delivered {
+                Ok(ok) => seen.extend(ok),
+                Err(_) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The daemon driving clusters through the exec provider, end to end: real child processes
+//! (`tests/exec/fake-cluster.py`) behind a real HTTP server on loopback, with a real data
+//! directory. Members come from config and from `PUT /members`, releases from `list-releases`;
+//! a run upgrades every member exactly once and the fake platform ends at the target.
+
+mod http_support;
+mod runtime_support;
+
+use http_support::Client;
+use runtime_support::{shared_cache, workspace};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use waverun_host::daemon::MemberBinding;
+use waverun_host::serve::{ModuleSource, ServeConfig, Server};
+
+/// The config file: the fake platform as an exec provider, and three members bound to it.
+fn config_yaml(dir: &std::path::Path) -> String {
+    let members: Vec<MemberBinding> = vec![
+        binding("a", "canary"),
+        binding("b", "canary"),
+        binding("c", "rest"),
+    ];
+    format!(
+        r#"
+providers:
+  fake:
+    type: exec
+    command: ["{script}"]
+    env:
+      FAKE_CLUSTER_STATE: "{state}"
+      FAKE_UPGRADE_SECONDS: "0.2"
+    timeouts: {{ startUpgrade: 20, describe: 20, getOperation: 20 }}
+members: {members}
+observeIntervalSeconds: 1
+"#,
+        script = workspace().join("tests/exec/fake-cluster.py").display(),
+        state = dir.join("clusters.json").display(),
+        members = serde_json::to_string(&members).unwrap(),
+    )
+}
+
+fn binding(name: &str, group: &str) -> MemberBinding {
+    MemberBinding {
+        name: name.to_string(),
+        provider: "fake".to_string(),
+        cluster_ref: Some(json!({"project": "p1", "cluster": name})),
+        cluster_resource_id: None,
+        group: Some(group.to_string()),
+        labels: BTreeMap::from([("env".to_string(), "test".to_string())]),
+        long_term_support: false,
+    }
+}
+
+/// Polls `f` until it gives a value, for at most `secs` seconds.
+fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("waverun.yaml");
+    std::fs::write(&config_file, config_yaml(dir.path())).unwrap();
+    let mut config = ServeConfig::resolve(Some(&config_file), Default::default()).unwrap();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.path().join("data");
+    config.module_cache = Some(shared_cache());
+    let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
+    let api = Client::new(&format!("http://{}/api/v1/fleets/default", server.addr()));
+
+    // The configured members are registered as the provider describes them.
+    let members = eventually(30, "the configured members", || {
+        let v = api.get("/members", None).body["value"].clone();
+        (v.as_array()?.len() == 3).then_some(v)
+    });
+    assert_eq!(members[0]["properties"]["provider"], "fake");
+    assert_eq!(
+        members[0]["properties"]["status"]["kubernetesVersion"],
+        "1.33.2"
+    );
+
+    // One more through the API; one naming a provider that does not exist is refused.
+    let put = api.call(
+        "PUT",
+        "/members/d",
+        None,
+        &[],
+        Some(
+            &json!({"properties": {"provider": "fake", "clusterRef": {"cluster": "d"}, "group": "rest"}})
+                .to_string(),
+        ),
+    );
+    assert_eq!(put.status, 201, "{}", put.body);
+    assert_eq!(put.body["properties"]["status"]["region"], "eastus");
+    let bad = api.call(
+        "PUT",
+        "/members/e",
+        None,
+        &[],
+        Some(&json!({"properties": {"provider": "nope"}}).to_string()),
+    );
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(bad.body["target"], "properties.provider");
+
+    let strategy = json!({"properties": {"strategy": {"stages": [
+        {"name": "canary", "groups": [{"name": "canary"}]},
+        {"name": "rest", "groups": [{"name": "rest"}]},
+    ]}}});
+    let r = api.call(
+        "PUT",
+        "/updateStrategies/two",
+        None,
+        &[],
+        Some(&strategy.to_string()),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let run = json!({"properties": {
+        "updateStrategyId": "/fleets/default/updateStrategies/two",
+        "managedClusterUpdate": {
+            "upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
+            "nodeImageSelection": {"type": "Latest"},
+        },
+    }});
+    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let done = eventually(90, "the run to end", || {
+        let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+        let state = s["status"]["state"].as_str()?.to_string();
+        matches!(
+            state.as_str(),
+            "Completed" | "Failed" | "Stopped" | "Skipped"
+        )
+        .then_some(s)
+    });
+    assert_eq!(done["status"]["state"], "Completed", "{done:#}");
+
+    // The fake platform: one operation per member, every cluster at the target.
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("clusters.json")).unwrap())
+            .unwrap();
+    let mut per_cluster: BTreeMap<String, u32> = BTreeMap::new();
+    for op in state["operations"].as_object().unwrap().values() {
+        *per_cluster
+            .entry(op["cluster"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        per_cluster,
+        BTreeMap::from([
+            ("a".to_string(), 1),
+            ("b".to_string(), 1),
+            ("c".to_string(), 1),
+            ("d".to_string(), 1)
+        ])
+    );
+    for c in ["a", "b", "c", "d"] {
+        assert_eq!(state["clusters"][c]["version"], "1.34.1", "{c}");
+        assert_eq!(
+            state["clusters"][c]["nodePools"][0]["nodeImage"]["version"],
+            "AKSUbuntu-2204-202612.01.0",
+            "{c}"
+        );
+    }
+    // The observer describes members again: their status follows the platform.
+    eventually(30, "the members' status to show the new version", || {
+        let v = api.get("/members/a", None).body;
+        (v["properties"]["status"]["kubernetesVersion"] == "1.34.1").then_some(())
+    });
+    server.shutdown().unwrap();
+}
