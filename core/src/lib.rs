@@ -157,6 +157,7 @@ pub mod drive;
 pub mod engine;
 pub mod error;
 pub mod event;
+pub mod forecast;
 pub mod limits;
 pub mod model;
 pub mod plan;

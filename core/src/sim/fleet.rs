@@ -41,17 +41,23 @@ pub struct SimulatedFleet {
 impl SimulatedFleet {
     /// A fleet behaving as the scenario says.
     pub fn new(scenario: &Scenario) -> SimulatedFleet {
+        let behaviors = scenario
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.behavior.clone()))
+            .collect();
+        SimulatedFleet::with_behaviors(behaviors, scenario.seed)
+    }
+
+    /// A fleet whose members behave as given (by name; others take the default behaviour).
+    pub fn with_behaviors(behaviors: BTreeMap<String, Behavior>, seed: u64) -> SimulatedFleet {
         SimulatedFleet {
-            behaviors: scenario
-                .members
-                .iter()
-                .map(|m| (m.name.clone(), m.behavior.clone()))
-                .collect(),
+            behaviors,
             attempts: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             known: BTreeSet::new(),
             seq: 0,
-            rng: scenario.seed ^ 0x9E37_79B9_7F4A_7C15,
+            rng: seed ^ 0x9E37_79B9_7F4A_7C15,
             max_in_flight: 0,
         }
     }

@@ -108,6 +108,86 @@ impl Simulation<Engine> {
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
+
+    /// Continues an engine that is already set up (a copy of a live one: the forecast) from
+    /// `now` on `fleet`, following `run` until it ends or `until`. With `auto_approve`, every
+    /// Approval gate, pending now or created later, is approved as soon as it is reached; with
+    /// `start`, the run is started now.
+    pub fn resume(
+        mut engine: Engine,
+        fleet: SimulatedFleet,
+        run: &str,
+        now: Timestamp,
+        until: Timestamp,
+        auto_approve: bool,
+        start: bool,
+    ) -> Simulation {
+        // Events the copy had not handed out yet belong to the live engine, not to this run.
+        while engine.poll_output().is_some() {}
+        let mut actions = Vec::new();
+        if start {
+            actions.push(Action {
+                at: now,
+                kind: ActionKind::Start,
+                gate: None,
+                targets: Vec::new(),
+                by: None,
+            });
+        }
+        if auto_approve {
+            if let Ok(status) = engine.run_status(run) {
+                for gate in pending_approvals(&status) {
+                    actions.push(Action {
+                        at: now,
+                        kind: ActionKind::Approve,
+                        gate: Some(GateRef {
+                            stage: None,
+                            group: None,
+                            timing: None,
+                            id: Some(gate),
+                        }),
+                        targets: Vec::new(),
+                        by: Some("forecast".to_string()),
+                    });
+                }
+            }
+        }
+        Simulation {
+            engine,
+            world: World {
+                fleet,
+                auto_approve,
+                run: run.to_string(),
+                timeline: Vec::new(),
+            },
+            actions,
+            next_action: 0,
+            until,
+            now,
+            done: false,
+        }
+    }
+}
+
+/// The gate ids of a run's Approval gates that are Pending now.
+fn pending_approvals(status: &crate::state::RunStatus) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut take = |gates: &[crate::state::GateStatus]| {
+        for g in gates {
+            if g.gate_type == GateType::Approval && g.status.state == State::Pending {
+                out.extend(g.gate_id.clone());
+            }
+        }
+    };
+    for s in &status.stages {
+        take(&s.before_gates);
+        for g in &s.groups {
+            take(&g.before_gates);
+            take(&g.after_gates);
+        }
+        take(&s.after_gates);
+    }
+    out
 }
 
 impl<E: EngineDriver> Simulation<E> {
