@@ -577,3 +577,154 @@ fn the_event_stream_resumes_after_the_last_id_without_gaps_or_repeats() {
         "ended by the server: {rest:?}"
     );
 }
+
+#[test]
+fn plan_forecast_retry_freezes_releases_and_simulate_answer_over_http() {
+    let d = Daemon::start(&[]);
+    let s = scenario();
+    d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[],
+        Some(&strategy_body(&s)),
+    );
+    d.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(&s)));
+    // The plan: members per stage and group, and the gate that needs a human.
+    let plan = d.get("/updateRuns/r1/plan", None);
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    let text = plan.body.to_string();
+    assert!(text.contains("dev-1") && text.contains("prod-2"), "{text}");
+    // The forecast of a run not started: as if started now, with an expected finish.
+    let f = d.get("/updateRuns/r1/forecast", None);
+    assert_eq!(f.status, 200, "{}", f.body);
+    assert_eq!(f.body["assumptions"]["startedNow"], true);
+    assert_eq!(f.body["state"], "Completed");
+    assert!(f.body["expectedFinish"].is_string(), "{}", f.body);
+    assert_eq!(d.get("/updateRuns/nope/forecast", None).status, 404);
+    assert_eq!(d.get("/updateRuns/r1/nope", None).status, 404);
+    // A retry of a run that has not finished is refused, and nothing is created.
+    let r = d.call("POST", "/updateRuns/r1/retry", None, &[], None);
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(d.get("/updateRuns/r1-retry", None).status, 404);
+
+    // Freezes: read with an ETag, replaced under If-Match, refused when stale or invalid.
+    let fr = d.get("/freezes", None);
+    assert_eq!(fr.status, 200, "{}", fr.body);
+    let etag = fr.etag.clone().unwrap();
+    let body = json!({"freezes": [{"name": "year-end", "start": "2026-12-24T00:00:00Z", "end": "2027-01-02T00:00:00Z"}]}).to_string();
+    let r = d.call("PUT", "/freezes", None, &[("if-match", &etag)], Some(&body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["freezes"][0]["name"], "year-end");
+    let r = d.call("PUT", "/freezes", None, &[("if-match", &etag)], Some(&body));
+    assert_eq!(r.status, 412, "the old ETag is stale: {}", r.body);
+    let bad = json!({"freezes": [{"name": "x", "start": "2027-01-02T00:00:00Z", "end": "2026-12-24T00:00:00Z"}]}).to_string();
+    let r = d.call("PUT", "/freezes", None, &[], Some(&bad));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["target"], "freezes[0].end");
+    assert_eq!(
+        d.get("/freezes", None).body["freezes"][0]["name"],
+        "year-end"
+    );
+
+    // Releases: the catalog, and per region.
+    let all = d.get("/releases", None);
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert!(all.body["kubernetes"]
+        .as_array()
+        .is_some_and(|k| !k.is_empty()));
+    let east = d.get("/releases?region=eastus", None);
+    assert_eq!(east.body["region"], "eastus");
+    assert!(
+        east.body["kubernetes"][0]["availableSince"].is_string(),
+        "{}",
+        east.body
+    );
+
+    // Simulate: a scenario gives the report `waverun simulate -o json` prints.
+    let scenario_json = serde_json::to_string(&s).unwrap();
+    let r = d.call("POST", "/simulate", None, &[], Some(&scenario_json));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let expected = serde_json::to_value(simulate(&s).unwrap()).unwrap();
+    assert_eq!(r.body, expected);
+    let mut broken: Value = serde_json::from_str(&scenario_json).unwrap();
+    broken["strategy"]["stages"][0]["maxConcurrency"] = json!("120%");
+    let r = d.call("POST", "/simulate", None, &[], Some(&broken.to_string()));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["target"], "strategy.stages[0].maxConcurrency");
+}
+
+#[test]
+fn members_are_put_patched_and_deleted_through_their_provider() {
+    let d = Daemon::start(&[]);
+    let before = d.get("/members/dev-1", None);
+    assert_eq!(before.status, 200, "{}", before.body);
+    assert_eq!(before.body["properties"]["status"]["region"], "eastus");
+    // PATCH changes what it names; the provider describes the cluster again.
+    let etag = before.etag.clone().unwrap();
+    let r = d.call(
+        "PATCH",
+        "/members/dev-1",
+        None,
+        &[("if-match", &etag)],
+        Some(&json!({"properties": {"labels": {"env": "dev", "team": "a"}}}).to_string()),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["properties"]["labels"]["team"], "a");
+    assert_eq!(r.body["properties"]["group"], "dev");
+    assert_eq!(
+        r.body["properties"]["status"]["kubernetesVersion"],
+        "1.30.4"
+    );
+    // Azure's shape works: clusterResourceId is kept; the simulated provider knows the cluster
+    // by the member's name.
+    let r = d.call(
+        "PUT",
+        "/members/prod-1",
+        None,
+        &[],
+        Some(&json!({"properties": {"clusterResourceId": "/subscriptions/s/resourceGroups/g/providers/Microsoft.ContainerService/managedClusters/prod-1", "group": "prod"}}).to_string()),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body["properties"]["clusterResourceId"]
+        .as_str()
+        .unwrap()
+        .ends_with("/prod-1"));
+    // A cluster the provider does not know is refused at clusterRef, and nothing is stored.
+    let r = d.call(
+        "PUT",
+        "/members/ghost",
+        None,
+        &[],
+        Some(&json!({"properties": {"group": "prod"}}).to_string()),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["target"], "properties.clusterRef");
+    assert_eq!(d.get("/members/ghost", None).status, 404);
+    let r = d.call(
+        "PUT",
+        "/members/dev-1",
+        None,
+        &[],
+        Some(&json!({"properties": {"group": "dev", "colour": "red"}}).to_string()),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["target"], "properties.colour");
+    // DELETE under a stale ETag is refused; then it goes.
+    let r = d.call(
+        "DELETE",
+        "/members/prod-2",
+        None,
+        &[("if-match", "\"x\"")],
+        None,
+    );
+    assert_eq!(r.status, 412);
+    let r = d.call("DELETE", "/members/prod-2", None, &[], None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(d.get("/members/prod-2", None).status, 404);
+    let n = d.get("/members", None).body["value"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(n, 2);
+}

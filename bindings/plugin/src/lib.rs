@@ -400,6 +400,8 @@ struct RequestFields<'a> {
     run: Option<&'a RawValue>,
     #[serde(borrow, default)]
     scenario: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "upgradeMinutes")]
+    upgrade_minutes: Option<&'a RawValue>,
 }
 
 /// Parses an envelope: a JSON object with `"v": 1`.
@@ -756,6 +758,34 @@ impl<H: HostImports> Guest<H> {
                     None => r#"{"at":null,"reason":null,"run":null}"#.to_string(),
                 })
             }
+            "forecast" => {
+                let run = string_field(req.run, "run")?;
+                let minutes = match req.upgrade_minutes {
+                    None => None,
+                    Some(v) => Some(
+                        serde_json::from_str::<u32>(v.get())
+                            .ok()
+                            .filter(|m| (1..=10_080).contains(m))
+                            .ok_or_else(|| {
+                                waverun_core::Error::invalid(vec![waverun_core::FieldError::new(
+                                    "upgradeMinutes",
+                                    "must be a whole number of minutes, 1 to 10080",
+                                )])
+                            })?,
+                    ),
+                };
+                let now = self.clock();
+                let f = waverun_core::forecast::forecast(self.engine_ref(), &run, now, minutes)?;
+                Ok(serde_json::to_string(&f).expect("forecast serialises"))
+            }
+            "catalog" => {
+                let catalog = self.engine_ref().catalog();
+                Ok(serde_json::to_string(catalog).expect("catalog serialises"))
+            }
+            "freezes" => {
+                let freezes = self.engine_ref().freezes();
+                Ok(serde_json::json!({ "freezes": freezes }).to_string())
+            }
             "snapshot" => {
                 let (doc, rc) = self.write_snapshot();
                 if rc != 0 {
@@ -767,7 +797,7 @@ impl<H: HostImports> Guest<H> {
                 Ok(doc)
             }
             other => Err(bad(format!(
-                "unknown request type \"{other}\" (ping, simulate, command, status, plan, runs, nextWakeup, snapshot)"
+                "unknown request type \"{other}\" (ping, simulate, command, status, plan, forecast, runs, nextWakeup, catalog, freezes, snapshot)"
             ))),
         }
     }

@@ -345,6 +345,42 @@ fn requests() {
 }
 
 #[test]
+fn catalog_freezes_and_forecast_requests_read_without_journaling() {
+    let mut p = started_plugin();
+    let journaled = p.host().journal.len();
+    let catalog = ok_result(&p.request(&request(json!({"type": "catalog"}))));
+    assert_eq!(catalog["kubernetes"][0]["version"], "1.31.2");
+    let freezes = ok_result(&p.request(&request(json!({"type": "freezes"}))));
+    assert_eq!(freezes, json!({"freezes": []}));
+    let f = ok_result(&p.request(&request(
+        json!({"type": "forecast", "run": "r1", "upgradeMinutes": 10}),
+    )));
+    assert_eq!(f["assumptions"]["upgradeMinutes"], 10);
+    assert_eq!(f["assumptions"]["basis"], "given by the caller");
+    // dev-1 has been upgrading since the start: it finishes 10 minutes after it started.
+    assert_eq!(
+        f["stages"][0]["groups"][0]["members"][0]["expectedFinish"],
+        "2026-12-07T00:10:00Z"
+    );
+    assert_eq!(f["state"], "Completed");
+    let bad = p.request(&request(
+        json!({"type": "forecast", "run": "r1", "upgradeMinutes": 0}),
+    ));
+    assert_eq!(err_code(&bad), "InvalidField");
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "forecast", "run": "nope"})))),
+        "NotFound"
+    );
+    assert_eq!(p.host().journal.len(), journaled, "reads journal nothing");
+    // The live engine is untouched: dev-1 is still running.
+    let status = ok_result(&p.request(&request(json!({"type": "status", "run": "r1"}))));
+    assert_eq!(
+        status["stages"][0]["groups"][0]["members"][0]["status"]["state"],
+        "Running"
+    );
+}
+
+#[test]
 fn simulate_request_is_pure_and_matches_the_native_report() {
     // Answered before `waverun_init`, byte for byte the native report, nothing journaled.
     let mut p = Guest::new(MemHost::at(START));

@@ -8,6 +8,7 @@
 mod auth;
 mod envelope;
 mod events;
+mod fleet;
 mod gates;
 mod members;
 mod problem;
@@ -15,6 +16,7 @@ mod runs;
 mod strategies;
 
 pub use auth::{token_hash, Auth, Caller, Need, Role};
+pub use fleet::MAX_SIMULATIONS;
 pub use problem::Problem;
 
 use crate::daemon::{Daemon, Worker};
@@ -40,6 +42,10 @@ pub struct ApiState {
     /// `true` once the daemon is stopping: open event streams end, so that the graceful
     /// shutdown, which waits for every connection, can finish.
     closing: tokio::sync::watch::Sender<bool>,
+    /// The engine module, for `POST /simulate` (a fresh instance per simulation).
+    sandbox: Option<crate::runtime::PluginModule>,
+    /// Bounds the simulations running at once.
+    simulations: tokio::sync::Semaphore,
 }
 
 impl ApiState {
@@ -53,7 +59,15 @@ impl ApiState {
             requests: AtomicU64::new(0),
             boot,
             closing: tokio::sync::watch::Sender::new(false),
+            sandbox: None,
+            simulations: tokio::sync::Semaphore::new(MAX_SIMULATIONS),
         }
+    }
+
+    /// Simulations (`POST /simulate`) run on fresh instances of `module`.
+    pub fn with_sandbox(mut self, module: crate::runtime::PluginModule) -> ApiState {
+        self.sandbox = Some(module);
+        self
     }
 
     /// The daemon is stopping: ends the open event streams.
@@ -201,7 +215,13 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/updateRuns/{name}",
             get(runs::show).put(runs::put).delete(runs::delete),
         )
-        .route("/updateRuns/{name}/{action}", post(runs::action))
+        .route(
+            "/updateRuns/{name}/{action}",
+            post(runs::action).get(runs::view),
+        )
+        .route("/freezes", get(fleet::freezes).put(fleet::put_freezes))
+        .route("/releases", get(fleet::releases))
+        .route("/simulate", post(fleet::simulate))
         .route("/gates", get(gates::list))
         .route("/gates/{id}", get(gates::show).patch(gates::patch))
         .route("/gates/{id}/approve", post(gates::approve))

@@ -270,6 +270,103 @@ struct SkipTargetBody {
     name: String,
 }
 
+/// `POST /updateRuns/{name}/retry`'s body (optional): the new run's name.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryBody {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// `GET /updateRuns/{name}/plan` (and, with `view = forecast`, the forecast).
+pub(super) async fn view(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, name, view)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    let kind = match view.as_str() {
+        "plan" => "plan",
+        "forecast" => "forecast",
+        other => {
+            return Err(Problem::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("no view {other:?} of update runs (plan, forecast)"),
+            ))
+        }
+    };
+    let v = st
+        .engine(move |w| {
+            find(w, &name)?;
+            w.engine()
+                .query(&json!({ "type": kind, "run": name }))
+                .map_err(|e| Problem::daemon(&e, &run_path))
+        })
+        .await?;
+    Ok(axum::Json(v).into_response())
+}
+
+/// `POST /updateRuns/{name}/retry`: a new run (not started) over the failed, skipped and
+/// pending members of the finished run `name`, pinned to its resolved versions. 201 with it.
+async fn retry(
+    st: Arc<ApiState>,
+    caller: super::Caller,
+    fleet: String,
+    name: String,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let has_body = body.as_ref().is_ok_and(|b| !b.is_empty());
+    let b: RetryBody = if has_body {
+        let text = json_body(&headers, body)?;
+        document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?
+    } else {
+        RetryBody::default()
+    };
+    let new_name = b.name.unwrap_or_else(|| format!("{name}-retry"));
+    let pre = Preconditions::of(&headers);
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, &name);
+    let f = fleet.clone();
+    let (v, etag) = st
+        .engine(move |w| {
+            let entry = audit(&caller, "updateRuns.retry", &target, &request_id);
+            let (from, entry) = checked(w, &f, &name, &pre, entry)?;
+            let existing = w
+                .engine()
+                .stored()
+                .resource(KIND, &new_name)
+                .map_err(store_problem)?;
+            if existing.is_some() {
+                let p = Problem::new(
+                    StatusCode::CONFLICT,
+                    "AlreadyExists",
+                    format!("update run {new_name:?} exists: name the retry run with {{\"name\": \"...\"}}"),
+                )
+                .at("name");
+                return Err(refuse(w, entry, p));
+            }
+            let mut properties = stored_body(&from);
+            properties["retryOf"] = json!(envelope::resource_id(&f, KIND, &name));
+            let meta = written(KIND, &new_name, &caller, None, &properties);
+            let extras = Extras {
+                audit: Some(entry),
+                resources: vec![meta.clone()],
+                ..Extras::default()
+            };
+            let command = Command::CreateRetryRun {
+                name: new_name.clone(),
+                from: name.clone(),
+            };
+            w.command_step(&command, extras)
+                .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+            run_resource(w, &f, &meta)
+        })
+        .await?;
+    Ok(respond(StatusCode::CREATED, &etag, &v))
+}
+
 pub(super) async fn action(
     State(st): State<Arc<ApiState>>,
     Path((fleet, name, action)): Path<(String, String, String)>,
@@ -277,6 +374,9 @@ pub(super) async fn action(
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    if action == "retry" {
+        return retry(st, caller, fleet, name, headers, body).await;
+    }
     let command = match action.as_str() {
         "start" => Command::StartRun { name: name.clone() },
         "stop" => Command::StopRun { name: name.clone() },
@@ -302,7 +402,7 @@ pub(super) async fn action(
             return Err(Problem::new(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                format!("no action {other:?} on update runs (start, stop, skip)"),
+                format!("no action {other:?} on update runs (start, stop, skip, retry)"),
             ))
         }
     };

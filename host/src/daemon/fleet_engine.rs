@@ -237,6 +237,13 @@ impl FleetEngine {
         status.ok_or(DaemonError::plugin(PluginError::Poisoned))
     }
 
+    /// A read-only request (`plan`, `catalog`, `freezes`, ...): its result.
+    pub fn query(&mut self, request: &serde_json::Value) -> Result<serde_json::Value, DaemonError> {
+        let answer = self.call(|i| i.request(request).map(Some))?;
+        // Not an input: a trap is retried, never answered by a replay.
+        answer.ok_or(DaemonError::plugin(PluginError::Poisoned))
+    }
+
     /// Marks operations sent (or uncertain) once their provider answered.
     pub fn record_sent(&mut self, updates: &[OperationUpdate]) -> Result<(), DaemonError> {
         Ok(self.store.update_operations(updates)?)

@@ -153,6 +153,17 @@ impl PluginHost {
         }
     }
 
+    /// A host whose imports refuse everything (a clock at 0, no clusters, no storage): for an
+    /// instance that only answers pure requests (`ping`, `simulate`).
+    pub fn inert() -> PluginHost {
+        PluginHost {
+            clock: Box::new(ManualClock::new(0)),
+            cluster: Box::new(Inert),
+            persistence: Box::new(Inert),
+            log: Box::new(Inert),
+        }
+    }
+
     /// Replaces the log sink.
     pub fn with_log(mut self, log: impl LogSink + 'static) -> PluginHost {
         self.log = Box::new(log);
@@ -162,15 +173,7 @@ impl PluginHost {
     /// Takes the implementations out, leaving inert ones (a clock at 0, a provider that
     /// refuses, storage that fails).
     pub(crate) fn take(&mut self) -> PluginHost {
-        std::mem::replace(
-            self,
-            PluginHost {
-                clock: Box::new(ManualClock::new(0)),
-                cluster: Box::new(Inert),
-                persistence: Box::new(Inert),
-                log: Box::new(Inert),
-            },
-        )
+        std::mem::replace(self, PluginHost::inert())
     }
 }
 

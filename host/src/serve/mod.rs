@@ -150,7 +150,8 @@ impl Server {
         for t in &config.tokens {
             auth = auth.with_hash(&t.name, t.role, &t.sha256);
         }
-        let state = Arc::new(ApiState::new(daemon.clone(), &config.fleet, auth));
+        let state =
+            Arc::new(ApiState::new(daemon.clone(), &config.fleet, auth).with_sandbox(module));
         let router = api::router(state.clone());
         let std_listener = std::net::TcpListener::bind(config.listen)
             .map_err(|e| format!("listen on {}: {e}", config.listen))?;
