@@ -242,3 +242,30 @@ fn a_trap_after_the_input_is_journaled_keeps_it_and_the_replay_applies_it() {
     assert_eq!(engine.instance().runs().unwrap().len(), 1);
     assert_eq!(engine.store().last_journal_seq().unwrap(), journal + 1);
 }
+
+#[test]
+fn the_upgrades_a_trapped_start_asked_for_go_out_with_the_step_that_recovered_it() {
+    let (_rt, plugin) = plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, last) = all_but_the_run(&plugin, &dir);
+    engine.command(&last, None).unwrap();
+    let run = engine.instance().runs().unwrap()[0].name.clone();
+    // The start is journaled, then the guest traps: the replay applies it, and the upgrades it
+    // asks for are in the store *and* handed out to be sent (not left as intents until the
+    // next restart).
+    engine.instance().inject_trap_after_next_append();
+    let applied = engine
+        .command(&Command::StartRun { name: run }, None)
+        .expect("kept, applied by the replay");
+    assert_eq!(engine.recoveries(), 1);
+    assert!(
+        !applied.operations.is_empty(),
+        "the started members' upgrades go out"
+    );
+    let intents = engine.unfinished_operations().unwrap();
+    let mut sent: Vec<&str> = applied.operations.iter().map(|o| o.id.as_str()).collect();
+    let mut stored: Vec<&str> = intents.iter().map(|o| o.id.as_str()).collect();
+    sent.sort();
+    stored.sort();
+    assert_eq!(sent, stored);
+}

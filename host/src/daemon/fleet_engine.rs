@@ -86,6 +86,12 @@ pub struct FleetEngine {
     store: SqliteStore,
     pending: Pending,
     recoveries: u32,
+    /// Fault injection (crash tests): the guest traps after every this many steps.
+    trap_every: Option<u64>,
+    steps: u64,
+    /// Operations a recovery committed (the guest submitted them again after its replay): they
+    /// go out with the next step's.
+    recovered: Vec<String>,
 }
 
 fn event_row(e: &Event) -> NewEvent {
@@ -124,10 +130,20 @@ impl FleetEngine {
             store,
             pending,
             recoveries: 0,
+            trap_every: None,
+            steps: 0,
+            recovered: Vec::new(),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let applied = engine.commit(init.events, None, Extras::default())?;
         Ok((engine, applied))
+    }
+
+    /// Fault injection for crash tests: from now on, the guest traps right after journaling the
+    /// input of every `n`th step (as a crash between journaling and answering would); each is
+    /// recovered without losing the input.
+    pub fn trap_every(&mut self, n: u64) {
+        self.trap_every = Some(n.max(1));
     }
 
     /// The store writer (for metadata the API keeps beside the engine).
@@ -273,6 +289,9 @@ impl FleetEngine {
         let mut attempts = 0;
         loop {
             attempts += 1;
+            if attempts == 1 && self.trap_every.is_some_and(|n| self.steps % n == n - 1) {
+                self.instance.inject_trap_after_next_append();
+            }
             let r = f(&mut self.instance);
             let journaled = match &r {
                 Ok(_) => return r.map_err(DaemonError::plugin),
@@ -287,7 +306,10 @@ impl FleetEngine {
             // What the guest appended before the trap was confirmed durable: keep it, then
             // rebuild the instance from the store (the replay applies it).
             let kept = self.pending.take();
+            let ids = kept.operations.iter().map(|o| o.id.clone());
+            let ids: Vec<String> = ids.collect();
             self.store.commit(&kept)?;
+            self.recovered.extend(ids);
             self.rebuild()?;
             if journaled {
                 return Ok(T::default());
@@ -302,10 +324,13 @@ impl FleetEngine {
         let report = self.instance.recover().map_err(DaemonError::plugin)?;
         let kept = self.pending.take();
         let extra = report.events.iter().map(event_row).collect();
+        let ids = kept.operations.iter().map(|o| o.id.clone());
+        let ids: Vec<String> = ids.collect();
         self.store.commit(&Step {
             events: extra,
             ..kept
         })?;
+        self.recovered.extend(ids);
         Ok(report)
     }
 
@@ -359,9 +384,11 @@ impl FleetEngine {
         step.audit = extras.audit.into_iter().collect();
         step.resources = extras.resources;
         step.deleted_resources = extras.deleted_resources;
-        let new_ids: Vec<String> = step.operations.iter().map(|o| o.id.clone()).collect();
+        let mut new_ids = std::mem::take(&mut self.recovered);
+        new_ids.extend(step.operations.iter().map(|o| o.id.clone()));
         match self.store.commit(&step) {
             Ok(c) => {
+                self.steps += 1;
                 let events = events
                     .into_iter()
                     .zip(c.first_event_seq.unwrap_or(0)..)

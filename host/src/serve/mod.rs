@@ -136,6 +136,14 @@ impl Server {
             "simulated",
         )
         .map_err(|e| format!("starting the engine: {e}"))?;
+        let mut engine = engine;
+        if let Some(n) = std::env::var("WAVERUN_FAULT_TRAP_EVERY")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            tracing::warn!(every = n, "fault injection: the engine traps after every {n} steps (WAVERUN_FAULT_TRAP_EVERY)");
+            engine.trap_every(n);
+        }
         let daemon = Arc::new(Daemon::spawn(engine, clock, providers.clone()));
         if let Some((file, text)) = fleet_file {
             register_fleet(&daemon, &file, &text, simulated.clone(), &clock)?;

@@ -1,0 +1,335 @@
+//! Crash safety of the real binary: `waverun serve` runs a 200-member rollout on the simulated
+//! provider and is killed with SIGKILL at 50 or more random points, then restarted on the same
+//! data directory; some of its lives also have the guest trap every few steps
+//! (`WAVERUN_FAULT_TRAP_EVERY`). The run completes; the simulated platform saw exactly one
+//! upgrade operation per member; every approval acknowledged before a kill is kept; the event
+//! sequence has no gap and no duplicate, and an event never changes once it has been read.
+
+mod http_support;
+mod runtime_support;
+
+use http_support::Client;
+use runtime_support::shared_cache;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MEMBERS: usize = 200;
+const KILLS: usize = 50;
+const TIME_SCALE: &str = "200";
+
+fn fleet_file(dir: &Path) -> PathBuf {
+    let members: Vec<Value> = (0..MEMBERS)
+        .map(|i| {
+            json!({
+                "name": format!("m{i:03}"),
+                "group": if i < 10 { "canary" } else { "rest" },
+                "region": if i % 2 == 0 { "eastus" } else { "westeurope" },
+                "kubernetesVersion": "1.33.2",
+                "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
+                "behavior": {"upgradeMinutes": 10, "jitterMinutes": 5},
+            })
+        })
+        .collect();
+    let since = json!({"*": "2026-01-01T00:00:00Z"});
+    let file = json!({
+        "seed": 7,
+        "members": members,
+        "releases": {
+            "kubernetes": [{"version": "1.34.1", "available": since}],
+            "nodeImages": [
+                {"version": "AKSUbuntu-2204-202611.01.0", "available": since},
+                {"version": "AKSUbuntu-2204-202612.01.0", "available": since},
+            ],
+        },
+    });
+    let path = dir.join("fleet.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    path
+}
+
+/// One life of the daemon.
+struct Life {
+    child: Child,
+    api: Client,
+}
+
+fn start(dir: &Path, fleet: &Path, life: usize, trap: bool) -> Life {
+    let log = std::fs::File::create(dir.join(format!("life-{life}.log"))).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_waverun"));
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--time-scale",
+        TIME_SCALE,
+    ])
+    .arg("--data-dir")
+    .arg(dir.join("data"))
+    .arg("--fleet")
+    .arg(fleet)
+    .env("WAVERUN_CACHE_DIR", shared_cache())
+    .env_remove("WAVERUN_FAULT_TRAP_EVERY")
+    .stdout(Stdio::piped())
+    .stderr(log);
+    if trap {
+        cmd.env("WAVERUN_FAULT_TRAP_EVERY", "5");
+    }
+    let mut child = cmd.spawn().expect("the binary runs");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| {
+            panic!("life {life}: the daemon did not say where it listens (see life-{life}.log)")
+        });
+    let api = Client::new(&format!("http://{addr}/api/v1/fleets/default"));
+    Life { child, api }
+}
+
+/// A small deterministic generator (the kill points are reproducible).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Everything the test has seen and must stay true.
+#[derive(Default)]
+struct Seen {
+    /// seq → the event as first read.
+    events: BTreeMap<u64, Value>,
+    /// Approvals the daemon acknowledged (200).
+    approved: BTreeSet<String>,
+}
+
+impl Seen {
+    /// Reads the events after the last one seen; each seq must follow the previous one, and an
+    /// event read before must read the same.
+    fn read_events(&mut self, api: &Client, from_start: bool) {
+        let mut after = if from_start {
+            0
+        } else {
+            self.events.keys().next_back().copied().unwrap_or(0)
+        };
+        loop {
+            let r = api.get(&format!("/events?after={after}&$top=1000"), None);
+            if r.status != 200 {
+                return; // killed meanwhile, or not ready: read again next life
+            }
+            let page = r.body["value"].as_array().cloned().unwrap_or_default();
+            if page.is_empty() {
+                return;
+            }
+            for e in page {
+                let seq = e["seq"].as_u64().unwrap();
+                assert_eq!(
+                    seq,
+                    after + 1,
+                    "the event after {after} is {seq}: a gap or a repeat"
+                );
+                if let Some(before) = self.events.get(&seq) {
+                    assert_eq!(before, &e, "event {seq} changed after a restart");
+                }
+                self.events.insert(seq, e);
+                after = seq;
+            }
+        }
+    }
+
+    /// Approves every pending Approval gate; remembers those acknowledged.
+    fn approve(&mut self, api: &Client) {
+        let gates = api.get("/gates?$filter=state%20eq%20Pending", None);
+        if gates.status != 200 {
+            return;
+        }
+        for g in gates.body["value"].as_array().cloned().unwrap_or_default() {
+            if g["properties"]["gateType"] != "Approval" {
+                continue;
+            }
+            let id = g["name"].as_str().unwrap().to_string();
+            let r = api.call("POST", &format!("/gates/{id}/approve"), None, &[], None);
+            if r.status == 200 {
+                self.approved.insert(id);
+            }
+        }
+    }
+
+    fn check_approvals_kept(&self, api: &Client) {
+        for id in &self.approved {
+            let g = api.get(&format!("/gates/{id}"), None);
+            assert_eq!(g.status, 200, "{}", g.body);
+            assert_eq!(
+                g.body["properties"]["state"], "Completed",
+                "approval {id} was acknowledged before a kill: {}",
+                g.body
+            );
+        }
+    }
+}
+
+fn ready(api: &Client, secs: u64) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let url = api.base.split("/api/").next().unwrap().to_string() + "/readyz";
+    while Instant::now() < end {
+        if api.get(&url, None).status == 200 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn run_state(api: &Client) -> Option<String> {
+    let r = api.get("/updateRuns/r1", None);
+    r.body["properties"]["status"]["status"]["state"]
+        .as_str()
+        .map(str::to_string)
+}
+
+#[test]
+fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_member_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = fleet_file(dir.path());
+    let mut seen = Seen::default();
+
+    // The first life sets the rollout up.
+    let mut life = start(dir.path(), &fleet, 0, false);
+    assert!(ready(&life.api, 60), "the first life never got ready");
+    let strategy = json!({"properties": {"strategy": {"stages": [
+        {"name": "canary", "groups": [{"name": "canary", "maxConcurrency": 2}]},
+        {"name": "rest", "beforeGates": [{"type": "Approval", "displayName": "go"}],
+         "groups": [{"name": "rest", "maxConcurrency": 20}]},
+    ]}}});
+    let r = life.api.call(
+        "PUT",
+        "/updateStrategies/s",
+        None,
+        &[],
+        Some(&strategy.to_string()),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let run = json!({"properties": {
+        "updateStrategyId": "/fleets/default/updateStrategies/s",
+        "managedClusterUpdate": {"upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
+                                 "nodeImageSelection": {"type": "Latest"}},
+    }});
+    let r = life
+        .api
+        .call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = life
+        .api
+        .call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut kills = 0;
+    let mut n = 0;
+    while kills < KILLS {
+        // Live for a while, reading events and approving, then die at a random point.
+        let end = Instant::now() + Duration::from_millis(50 + rng.below(600));
+        while Instant::now() < end {
+            seen.read_events(&life.api, false);
+            seen.approve(&life.api);
+            std::thread::sleep(Duration::from_millis(rng.below(40)));
+        }
+        if run_state(&life.api).as_deref() == Some("Completed") {
+            break;
+        }
+        life.child.kill().unwrap();
+        life.child.wait().unwrap();
+        kills += 1;
+        n += 1;
+        life = start(dir.path(), &fleet, n, n % 5 == 0);
+        assert!(
+            ready(&life.api, 60),
+            "life {n} never got ready (see life-{n}.log)"
+        );
+        seen.check_approvals_kept(&life.api);
+    }
+    assert!(
+        kills >= KILLS,
+        "the run ended after only {kills} kills: slow the fleet down"
+    );
+
+    // The last life runs the rollout to its end.
+    let end = Instant::now() + Duration::from_secs(300);
+    loop {
+        seen.approve(&life.api);
+        match run_state(&life.api).as_deref() {
+            Some("Completed") => break,
+            Some(s @ ("Failed" | "Stopped" | "Skipped")) => panic!("the run ended {s}"),
+            _ => {}
+        }
+        if Instant::now() > end {
+            let status = life.api.get("/updateRuns/r1", None).body;
+            let kept = dir.keep();
+            panic!(
+                "the run did not complete (logs in {}): {status:#}",
+                kept.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(seen.approved.len(), 1, "one approval gate, approved once");
+    seen.check_approvals_kept(&life.api);
+    let status = life.api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+    let members: Vec<&Value> = status["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["groups"].as_array().unwrap())
+        .flat_map(|g| g["members"].as_array().unwrap())
+        .collect();
+    assert_eq!(members.len(), MEMBERS);
+    for m in &members {
+        assert_eq!(m["status"]["state"], "Completed", "{m}");
+    }
+    // Every event, from the first: numbered 1..N, none changed since it was first read.
+    seen.read_events(&life.api, true);
+    let seqs: Vec<u64> = seen.events.keys().copied().collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+
+    // A clean stop, then the simulated platform's own record: one operation per member.
+    // SAFETY: kill(2) signals the child we started; no memory is involved.
+    unsafe {
+        libc::kill(life.child.id() as i32, libc::SIGTERM);
+    }
+    assert!(
+        life.child.wait().unwrap().success(),
+        "SIGTERM stops it cleanly"
+    );
+    let db = rusqlite::Connection::open(dir.path().join("data/waverun.db")).unwrap();
+    let mut st = db
+        .prepare("SELECT member, COUNT(*) FROM sim_operations GROUP BY member")
+        .unwrap();
+    let counts: BTreeMap<String, i64> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(counts.len(), MEMBERS, "every member was upgraded");
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(
+        twice.is_empty(),
+        "members upgraded more than once: {twice:?}"
+    );
+    eprintln!("{kills} kills, {} events", seqs.len());
+}
