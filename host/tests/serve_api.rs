@@ -190,6 +190,28 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
         seqs,
         (seqs[0]..seqs[0] + seqs.len() as u64).collect::<Vec<_>>()
     );
+    // The metrics count what happened.
+    let m = d.get(&d.base.replace("/api/v1/fleets/default", "/metrics"), None);
+    assert_eq!(m.status, 200);
+    let text = m.body.as_str().unwrap().to_string();
+    for line in [
+        "waverun_nodes{run=\"r1\",node=\"member\",state=\"Completed\"} 3",
+        "waverun_nodes{run=\"r1\",node=\"run\",state=\"Completed\"} 1",
+        "waverun_run_failures{run=\"r1\"} 0",
+        "waverun_upgrade_duration_fleet_seconds_count{outcome=\"succeeded\"} 3",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    let count = |name: &str| -> f64 {
+        let l = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(count("waverun_journal_commit_seconds_count") >= 4.0);
+    assert!(count("waverun_plugin_call_seconds_count{call=\"command\"}") >= 4.0);
+    assert!(text.ends_with("# EOF\n"));
 }
 
 #[test]

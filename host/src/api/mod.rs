@@ -29,6 +29,9 @@ use axum::Router;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A request that has waited this long for the engine is answered 503 without being run.
+pub const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Request bodies larger than this are refused (413).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
@@ -125,13 +128,29 @@ impl ApiState {
         self.daemon.events()
     }
 
-    /// Runs `f` on the engine thread.
+    /// Runs `f` on the engine thread, unless the request's deadline ([`REQUEST_DEADLINE`])
+    /// passes while it waits for its turn: then nothing is done and the answer is 503. Once it
+    /// has begun, a job finishes (a step is never cut in half).
     async fn engine<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Worker) -> Result<T, Problem> + Send + 'static,
     ) -> Result<T, Problem> {
         let daemon = self.daemon.clone();
-        tokio::task::spawn_blocking(move || daemon.call(f))
+        let deadline = std::time::Instant::now() + REQUEST_DEADLINE;
+        let job = move |w: &mut Worker| {
+            if std::time::Instant::now() > deadline {
+                return Err(Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "DeadlineExceeded",
+                    format!(
+                        "the engine was busy for longer than the request's deadline ({} s); nothing was changed",
+                        REQUEST_DEADLINE.as_secs()
+                    ),
+                ));
+            }
+            f(w)
+        };
+        tokio::task::spawn_blocking(move || daemon.call(job))
             .await
             .map_err(|_| Problem::unavailable("the engine call was cancelled"))??
     }
@@ -192,6 +211,38 @@ async fn readyz(State(st): State<Arc<ApiState>>) -> Response {
     }
 }
 
+/// `GET /metrics`: the Prometheus text exposition; the counts by state are taken now.
+async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<Response, Problem> {
+    st.auth.check(&headers, Need::Read)?;
+    let text = st
+        .engine(|w| {
+            let map = |e: crate::daemon::DaemonError| Problem::daemon(&e, &|p: &str| p.to_string());
+            let names = w
+                .engine()
+                .instance()
+                .runs()
+                .map_err(|e| Problem::unavailable(&format!("listing runs: {e}")))?;
+            let mut runs = Vec::new();
+            for r in names {
+                let status = w.engine().status(&r.name).map_err(map)?;
+                runs.push((r.name, status));
+            }
+            let m = w.engine().metrics();
+            m.set_runs(&runs);
+            Ok(m.encode())
+        })
+        .await?;
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
 async fn no_such_path(uri: axum::http::Uri) -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
@@ -238,6 +289,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .nest("/api/v1/fleets/{fleet}", fleet)
         .fallback(no_such_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -1,6 +1,7 @@
 //! [`FleetEngine`]: the plugin instance and the store writer of one fleet, and the step rule
 //! between them — journal, apply, commit, then send.
 
+use super::metrics::Metrics;
 use super::step::{Outbox, Pending, SharedReader, StepJournal};
 use crate::runtime::host::{Clock, PluginHost};
 use crate::runtime::{InitReport, InstanceConfig, PluginError, PluginInstance, PluginModule};
@@ -92,6 +93,7 @@ pub struct FleetEngine {
     /// Operations a recovery committed (the guest submitted them again after its replay): they
     /// go out with the next step's.
     recovered: Vec<String>,
+    metrics: Arc<Metrics>,
 }
 
 fn event_row(e: &Event) -> NewEvent {
@@ -133,10 +135,16 @@ impl FleetEngine {
             trap_every: None,
             steps: 0,
             recovered: Vec::new(),
+            metrics: Arc::new(Metrics::new()),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let applied = engine.commit(init.events, None, Extras::default())?;
         Ok((engine, applied))
+    }
+
+    /// The daemon's measurements (commit and plugin call latencies, recorded here).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// Fault injection for crash tests: from now on, the guest traps right after journaling the
@@ -189,7 +197,7 @@ impl FleetEngine {
         command: &Command,
         extras: Extras,
     ) -> Result<Applied, DaemonError> {
-        let r = self.call(|i| i.command(command));
+        let r = self.call("command", |i| i.command(command));
         self.finish_with(r, None, extras)
     }
 
@@ -230,32 +238,32 @@ impl FleetEngine {
             }),
             _ => None,
         };
-        let r = self.call(|i| i.deliver(observation));
+        let r = self.call("deliver", |i| i.deliver(observation));
         self.finish_with(r, done, extras)
     }
 
     /// Time passed: the timers due now fire, as one step.
     pub fn wake(&mut self) -> Result<Applied, DaemonError> {
-        let r = self.call(|i| i.wake());
+        let r = self.call("wake", |i| i.wake());
         self.finish_with(r, None, Extras::default())
     }
 
     /// When the engine next needs waking.
     pub fn next_wakeup(&mut self) -> Result<Option<Timestamp>, DaemonError> {
-        let w = self.call(|i| i.next_wakeup_detail())?;
+        let w = self.call("nextWakeup", |i| i.next_wakeup_detail())?;
         Ok(w.at)
     }
 
     /// A run's status tree.
     pub fn status(&mut self, run: &str) -> Result<RunStatus, DaemonError> {
-        let status = self.call(|i| i.status(run).map(Some))?;
+        let status = self.call("status", |i| i.status(run).map(Some))?;
         // Not an input: a trap is retried, never answered by a replay.
         status.ok_or(DaemonError::plugin(PluginError::Poisoned))
     }
 
     /// A read-only request (`plan`, `catalog`, `freezes`, ...): its result.
     pub fn query(&mut self, request: &serde_json::Value) -> Result<serde_json::Value, DaemonError> {
-        let answer = self.call(|i| i.request(request).map(Some))?;
+        let answer = self.call("query", |i| i.request(request).map(Some))?;
         // Not an input: a trap is retried, never answered by a replay.
         answer.ok_or(DaemonError::plugin(PluginError::Poisoned))
     }
@@ -284,6 +292,7 @@ impl FleetEngine {
     /// Runs a guest call; a trap is recovered once. A guest error is a refusal.
     fn call<T: Default>(
         &mut self,
+        kind: &'static str,
         mut f: impl FnMut(&mut PluginInstance) -> Result<T, PluginError>,
     ) -> Result<T, DaemonError> {
         let mut attempts = 0;
@@ -292,7 +301,9 @@ impl FleetEngine {
             if attempts == 1 && self.trap_every.is_some_and(|n| self.steps % n == n - 1) {
                 self.instance.inject_trap_after_next_append();
             }
+            let began = std::time::Instant::now();
             let r = f(&mut self.instance);
+            self.metrics.plugin_call(kind, began.elapsed());
             let journaled = match &r {
                 Ok(_) => return r.map_err(DaemonError::plugin),
                 Err(PluginError::Guest(_)) => return r.map_err(DaemonError::refused),
@@ -386,7 +397,10 @@ impl FleetEngine {
         step.deleted_resources = extras.deleted_resources;
         let mut new_ids = std::mem::take(&mut self.recovered);
         new_ids.extend(step.operations.iter().map(|o| o.id.clone()));
-        match self.store.commit(&step) {
+        let began = std::time::Instant::now();
+        let committed = self.store.commit(&step);
+        self.metrics.committed(began.elapsed());
+        match committed {
             Ok(c) => {
                 self.steps += 1;
                 let events = events

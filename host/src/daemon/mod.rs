@@ -20,11 +20,13 @@
 mod clock;
 mod fleet_engine;
 mod members;
+mod metrics;
 mod step;
 mod worker;
 
 pub use clock::FleetClock;
 pub use fleet_engine::{Applied, DaemonError, Extras, FleetEngine, Provisioned};
 pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
+pub use metrics::Metrics;
 pub use step::{Outbox, StepJournal};
 pub use worker::{Daemon, Gone, Providers, Worker};

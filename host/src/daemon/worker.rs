@@ -70,6 +70,8 @@ pub struct Worker {
     internal_retries: BTreeMap<String, u32>,
     /// Uncertain operations the provider said once it has no trace of.
     unseen: BTreeSet<String>,
+    /// When each upgrade in flight started (fleet time), for the duration histogram.
+    upgrade_started: BTreeMap<String, waverun_core::Timestamp>,
     /// The last committed event's sequence number, for the SSE streams.
     events: tokio::sync::watch::Sender<u64>,
 }
@@ -135,8 +137,38 @@ impl Worker {
         if let Some(last) = applied.events.last() {
             self.events.send_replace(last.seq);
         }
+        for p in &applied.events {
+            self.measure(&p.event);
+        }
         for op in &applied.operations {
             self.send(op.clone());
+        }
+    }
+
+    /// Upgrade durations, in fleet time, from the events that start and end them.
+    fn measure(&mut self, e: &waverun_core::Event) {
+        use waverun_core::Fact;
+        let ended = |started: Option<waverun_core::Timestamp>| {
+            started.map(|t| (e.at - t).num_milliseconds() as f64 / 1000.0)
+        };
+        match &e.fact {
+            Fact::MemberStarted { operation_id, .. } => {
+                self.upgrade_started.insert(operation_id.clone(), e.at);
+            }
+            Fact::MemberCompleted { operation_id, .. } => {
+                if let Some(d) = ended(self.upgrade_started.remove(operation_id)) {
+                    self.engine.metrics().upgrade_ended(true, d);
+                }
+            }
+            Fact::MemberFailed {
+                operation_id: Some(op),
+                ..
+            } => {
+                if let Some(d) = ended(self.upgrade_started.remove(op)) {
+                    self.engine.metrics().upgrade_ended(false, d);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -431,6 +463,7 @@ impl Daemon {
                     calling: BTreeSet::new(),
                     internal_retries: BTreeMap::new(),
                     unseen: BTreeSet::new(),
+                    upgrade_started: BTreeMap::new(),
                     events,
                 };
                 let unfinished = w.engine.unfinished_operations()?;

@@ -1,0 +1,235 @@
+//! The daemon's measurements, for `GET /metrics` (Prometheus text format): what the engine
+//! thread times as it goes (journal commits, plugin calls, upgrade durations in fleet time) and
+//! what a scrape counts from the runs' status trees (runs, stages, groups and members by state,
+//! failure counts, waits by reason). This room owns the metric names and their labels.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use waverun_core::RunStatus;
+
+/// A run, by name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RunLabel {
+    /// The run.
+    pub run: String,
+}
+
+/// A node kind and state within a run.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// The run.
+    pub run: String,
+    /// `run`, `stage`, `group` or `member`.
+    pub node: String,
+    /// The state (`Running`, `Completed`, ...).
+    pub state: String,
+}
+
+/// Waiting nodes by reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WaitLabels {
+    /// The run.
+    pub run: String,
+    /// `stage`, `group` or `member`.
+    pub node: String,
+    /// Why it waits (`MaintenanceWindow`, `Gate`, ...).
+    pub reason: String,
+}
+
+/// A plugin call kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabel {
+    /// `command`, `deliver`, `wake`, `status`, `query`, `nextWakeup`.
+    pub call: String,
+}
+
+/// An upgrade's outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `succeeded` or `failed`.
+    pub outcome: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency() -> Histogram {
+    // 50 µs to ~3.3 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
+}
+
+fn upgrade_buckets() -> Histogram {
+    // 1 minute to ~34 hours, in fleet seconds.
+    Histogram::new(exponential_buckets(60.0, 2.0, 12))
+}
+
+/// Every metric of the daemon.
+pub struct Metrics {
+    registry: Registry,
+    commit: Histogram,
+    plugin_calls: Histograms<CallLabel>,
+    upgrades: Histograms<OutcomeLabel>,
+    nodes: Family<StateLabels, Gauge>,
+    failures: Family<RunLabel, Gauge>,
+    waits: Family<WaitLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// The metrics, registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("waverun");
+        let commit = latency();
+        registry.register(
+            "journal_commit_seconds",
+            "Time to commit one engine step (journal, snapshot, events, operations) durably",
+            commit.clone(),
+        );
+        let plugin_calls: Histograms<CallLabel> = Family::new_with_constructor(latency);
+        registry.register(
+            "plugin_call_seconds",
+            "Time of one call into the engine plugin, by call",
+            plugin_calls.clone(),
+        );
+        let upgrades: Histograms<OutcomeLabel> = Family::new_with_constructor(upgrade_buckets);
+        registry.register(
+            "upgrade_duration_fleet_seconds",
+            "Member upgrade durations in fleet time, by outcome",
+            upgrades.clone(),
+        );
+        let nodes = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "nodes",
+            "Runs, stages, groups and members by state",
+            nodes.clone(),
+        );
+        let failures = Family::<RunLabel, Gauge>::default();
+        registry.register("run_failures", "A run's failure count", failures.clone());
+        let waits = Family::<WaitLabels, Gauge>::default();
+        registry.register(
+            "waiting_nodes",
+            "Stages, groups and members waiting, by reason",
+            waits.clone(),
+        );
+        Metrics {
+            registry,
+            commit,
+            plugin_calls,
+            upgrades,
+            nodes,
+            failures,
+            waits,
+        }
+    }
+
+    /// One step committed in `d`.
+    pub fn committed(&self, d: Duration) {
+        self.commit.observe(d.as_secs_f64());
+    }
+
+    /// One plugin call of kind `call` took `d`.
+    pub fn plugin_call(&self, call: &str, d: Duration) {
+        self.plugin_calls
+            .get_or_create(&CallLabel {
+                call: call.to_string(),
+            })
+            .observe(d.as_secs_f64());
+    }
+
+    /// A member upgrade ended after `fleet_seconds`.
+    pub fn upgrade_ended(&self, succeeded: bool, fleet_seconds: f64) {
+        let outcome = if succeeded { "succeeded" } else { "failed" };
+        self.upgrades
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            })
+            .observe(fleet_seconds.max(0.0));
+    }
+
+    /// Replaces the counts with those of `runs` (at a scrape).
+    pub fn set_runs(&self, runs: &[(String, RunStatus)]) {
+        self.nodes.clear();
+        self.failures.clear();
+        self.waits.clear();
+        let mut nodes: BTreeMap<(String, &str, String), i64> = BTreeMap::new();
+        let mut waits: BTreeMap<(String, &str, String), i64> = BTreeMap::new();
+        let name = |v: &dyn erased::Named| v.name();
+        for (run, s) in runs {
+            let mut count = |node: &'static str, state: String| {
+                *nodes.entry((run.clone(), node, state)).or_default() += 1;
+            };
+            count("run", name(&s.status.state));
+            let mut wait = |node: &'static str, reason: Option<String>| {
+                if let Some(r) = reason {
+                    *waits.entry((run.clone(), node, r)).or_default() += 1;
+                }
+            };
+            for st in &s.stages {
+                count("stage", name(&st.status.state));
+                wait("stage", st.waiting_on.as_ref().map(|w| name(&w.reason)));
+                for g in &st.groups {
+                    count("group", name(&g.status.state));
+                    wait("group", g.waiting_on.as_ref().map(|w| name(&w.reason)));
+                    for m in &g.members {
+                        count("member", name(&m.status.state));
+                        wait("member", m.waiting_on.as_ref().map(|w| name(&w.reason)));
+                    }
+                }
+            }
+            self.failures
+                .get_or_create(&RunLabel { run: run.clone() })
+                .set(i64::from(s.failure_count));
+        }
+        for ((run, node, state), n) in nodes {
+            let l = StateLabels {
+                run,
+                node: node.to_string(),
+                state,
+            };
+            self.nodes.get_or_create(&l).set(n);
+        }
+        for ((run, node, reason), n) in waits {
+            let l = WaitLabels {
+                run,
+                node: node.to_string(),
+                reason,
+            };
+            self.waits.get_or_create(&l).set(n);
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Enum names as they are serialised (`Running`, `MaintenanceWindow`).
+mod erased {
+    /// A value whose serde name labels a metric.
+    pub trait Named {
+        fn name(&self) -> String;
+    }
+
+    impl<T: serde::Serialize> Named for T {
+        fn name(&self) -> String {
+            match serde_json::to_value(self) {
+                Ok(serde_json::Value::String(s)) => s,
+                Ok(v) => v.to_string(),
+                Err(_) => String::new(),
+            }
+        }
+    }
+}
