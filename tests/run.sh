@@ -62,3 +62,8 @@ if ! wasmtime_pinned "$PY"; then
   fi
 fi
 PYTHONDONTWRITEBYTECODE=1 "$PY" -m unittest discover -s tests/python -v
+
+# [daemon API] — schemathesis (PyPI, pinned) against /openapi.json of a live `waverun demo`: no 5xx,
+# no undocumented status or content type, no response outside its schema.
+echo "== the daemon's API against its OpenAPI document (schemathesis)"
+tests/api-schema.sh target/debug/waverun

@@ -160,6 +160,8 @@ pub mod event;
 pub mod forecast;
 pub mod limits;
 pub mod model;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod plan;
 pub mod plan_text;
 pub mod selector;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 pub use crate::time::Timestamp;
 
 /// A cluster in the fleet.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Member {
@@ -40,6 +41,7 @@ pub struct Member {
 }
 
 /// A node pool of a member.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePool {
@@ -55,6 +57,7 @@ pub struct NodePool {
 }
 
 /// One pool's target image (a member upgrade's, an event's, a status node's).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolImage {
@@ -74,6 +77,7 @@ pub enum OsType {
 }
 
 /// A member's maintenance windows.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Maintenance {
@@ -98,6 +102,7 @@ impl Maintenance {
 }
 
 /// Which provider drives a member.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderRef {
@@ -109,6 +114,7 @@ pub struct ProviderRef {
 }
 
 /// An ordered list of stages.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateStrategy {
@@ -117,6 +123,7 @@ pub struct UpdateStrategy {
 }
 
 /// One stage of a strategy.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Stage {
@@ -154,6 +161,7 @@ pub struct Stage {
 }
 
 /// One group of a stage.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Group {
@@ -185,6 +193,7 @@ pub struct Group {
 }
 
 /// `memberSelector: {byLabel: "..."}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MemberSelector {
@@ -193,6 +202,7 @@ pub struct MemberSelector {
 }
 
 /// A gate in a strategy.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GateConfig {
@@ -217,6 +227,7 @@ pub enum GateType {
 }
 
 /// When a `ScheduledStart` gate opens.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduledStartConfiguration {
@@ -239,6 +250,7 @@ pub enum GateTiming {
 }
 
 /// What an update run asks for.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateRunSpec {
@@ -258,6 +270,7 @@ pub struct UpdateRunSpec {
 }
 
 /// The upgrade and how node images are chosen.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManagedClusterUpdate {
@@ -269,6 +282,7 @@ pub struct ManagedClusterUpdate {
 }
 
 /// `{type, kubernetesVersion}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Upgrade {
@@ -292,6 +306,7 @@ pub enum UpgradeType {
 }
 
 /// Node image selection.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeImageSelection {
@@ -304,6 +319,7 @@ pub struct NodeImageSelection {
 }
 
 /// `{version}` entries of `customNodeImageVersions`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CustomNodeImageVersion {
@@ -324,6 +340,7 @@ pub enum NodeImageSelectionType {
 }
 
 /// Where and since when one version is available.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Release {
@@ -331,10 +348,12 @@ pub struct Release {
     pub version: String,
     /// Region → available since.
     #[serde(default, deserialize_with = "crate::time::de_timestamp_map")]
+    #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, String>))]
     pub available: BTreeMap<String, Timestamp>,
 }
 
 /// What versions exist and where. Providers feed it; the engine only reads it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReleaseCatalog {
@@ -347,6 +366,7 @@ pub struct ReleaseCatalog {
 }
 
 /// A fleet-wide dated exclusion: no member upgrade starts in `[start, end)`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Freeze {
@@ -354,9 +374,11 @@ pub struct Freeze {
     pub name: String,
     /// First frozen instant.
     #[serde(deserialize_with = "crate::time::de_timestamp")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub start: Timestamp,
     /// First instant after the freeze.
     #[serde(deserialize_with = "crate::time::de_timestamp")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub end: Timestamp,
 }
 

@@ -68,6 +68,7 @@ pub enum Reason {
 }
 
 /// `{code, message}` on a status node.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusError {
     /// Stable code, e.g. `UpgradeFailed`, `MinorVersionSkip`, `FailureThresholdExceeded`.
@@ -77,6 +78,7 @@ pub struct StatusError {
 }
 
 /// `{state, startTime, completedTime, error}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatus {
@@ -84,9 +86,11 @@ pub struct NodeStatus {
     pub state: State,
     /// When it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub start_time: Option<Timestamp>,
     /// When it finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub completed_time: Option<Timestamp>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +98,7 @@ pub struct NodeStatus {
 }
 
 /// What a waiting node waits on, and until when if known.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingOn {
@@ -101,6 +106,7 @@ pub struct WaitingOn {
     pub reason: Reason,
     /// Until when, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub until: Option<Timestamp>,
     /// Details for humans.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +114,7 @@ pub struct WaitingOn {
 }
 
 /// A gate in the status tree.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateStatus {
@@ -125,6 +132,7 @@ pub struct GateStatus {
     pub status: NodeStatus,
     /// ScheduledStart: when it opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub absolute_start_time: Option<Timestamp>,
     /// Who completed it (audit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,6 +140,7 @@ pub struct GateStatus {
 }
 
 /// `afterStageWaitStatus`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitStatus {
@@ -142,6 +151,7 @@ pub struct WaitStatus {
 }
 
 /// A member in the status tree.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberStatus {
@@ -167,6 +177,7 @@ pub struct MemberStatus {
 }
 
 /// A group in the status tree.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupStatus {
@@ -194,6 +205,7 @@ pub struct GroupStatus {
 }
 
 /// A stage in the status tree.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StageStatus {
@@ -223,6 +235,7 @@ pub struct StageStatus {
 }
 
 /// `nodeImageSelection` in status.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeImageSelectionStatus {
@@ -231,6 +244,7 @@ pub struct NodeImageSelectionStatus {
 }
 
 /// The status of an update run.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunStatus {

@@ -67,6 +67,7 @@ pub const OPENS_SOON_SECS: i64 = 4 * 3600;
 ///  "startTime": "01:00", "utcOffset": "+00:00", "startDate": "2026-12-01",
 ///  "notAllowedDates": [{"start": "2026-12-24", "end": "2026-12-26"}]}
 /// ```
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MaintenanceWindow {
@@ -88,6 +89,7 @@ pub struct MaintenanceWindow {
 }
 
 /// The recurrence of a window; externally tagged, e.g. `{"daily": {"intervalDays": 1}}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Schedule {
@@ -199,6 +201,7 @@ pub enum WeekIndex {
 }
 
 /// Whole local dates `"YYYY-MM-DD"`, both inclusive, in the window's `utcOffset`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DateSpan {

@@ -750,3 +750,42 @@ fn members_are_put_patched_and_deleted_through_their_provider() {
         .len();
     assert_eq!(n, 2);
 }
+
+#[test]
+fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
+    let d = Daemon::start(&[]);
+    let root = d.base.replace("/api/v1/fleets/default", "");
+    let doc = d.get(&format!("{root}/openapi.json"), None);
+    assert_eq!(doc.status, 200);
+    assert_eq!(doc.body["openapi"], "3.1.0");
+    let paths = doc.body["paths"].as_object().unwrap();
+    let mut operations = 0;
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            operations += 1;
+            let url = format!(
+                "{root}{}",
+                path.replace("{fleet}", "default").replace("{name}", "nope")
+            );
+            let body = (method != "get" && method != "delete").then_some("{}");
+            let r = d.call(&method.to_uppercase(), &url, None, &[], body);
+            assert_ne!(r.status, 405, "{method} {path} is not routed");
+            let fallback = r.body["detail"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("no such path"));
+            assert!(!fallback, "{method} {path} is not routed: {}", r.body);
+            if r.status >= 400 && path != "/readyz" {
+                assert!(
+                    r.body["code"].is_string(),
+                    "{method} {path}: not a problem: {}",
+                    r.body
+                );
+            }
+        }
+    }
+    assert_eq!(operations, 33, "the spec's paths and waverun's own");
+    // The model's enums are open strings.
+    let state = &doc.body["components"]["schemas"]["State"];
+    assert_eq!(state["type"], "string");
+    assert!(state.get("enum").is_none());
+}

@@ -239,7 +239,7 @@ pub(super) fn store_problem(e: crate::store::StoreError) -> Problem {
 /// `$top` and `$skipToken` of a list request.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 pub(super) struct Paging {
-    #[serde(rename = "$top")]
+    #[serde(rename = "$top", default, deserialize_with = "super::top")]
     pub(super) top: Option<u32>,
     #[serde(rename = "$skipToken")]
     pub(super) skip_token: Option<String>,

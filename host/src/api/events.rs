@@ -7,7 +7,7 @@ use super::envelope::store_problem;
 use super::problem::Problem;
 use super::{ApiState, Need};
 use crate::store::StoreRead;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -18,7 +18,7 @@ use std::sync::Arc;
 #[derive(Deserialize)]
 pub(super) struct After {
     after: Option<u64>,
-    #[serde(rename = "$top")]
+    #[serde(rename = "$top", default, deserialize_with = "super::top")]
     top: Option<u32>,
     run: Option<String>,
 }
@@ -123,7 +123,7 @@ pub(super) async fn list(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
     headers: HeaderMap,
-    Query(q): Query<After>,
+    super::Q(q): super::Q<After>,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     if wants_stream(&headers) {
@@ -171,7 +171,7 @@ pub(super) async fn audit(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
     headers: HeaderMap,
-    Query(q): Query<After>,
+    super::Q(q): super::Q<After>,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     let after = q.after.unwrap_or(0);

@@ -9,7 +9,7 @@ use super::{json_body, ApiState, Need};
 use crate::daemon::Extras;
 use crate::runtime::{InstanceConfig, PluginHost};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -81,7 +81,6 @@ pub(super) async fn put_freezes(
 
 /// `GET /releases`' query.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct ReleasesQuery {
     /// Only what is available in this region (or in every region, `*`), with its date there.
     region: Option<String>,
@@ -104,7 +103,7 @@ pub(super) async fn releases(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
     headers: HeaderMap,
-    Query(q): Query<ReleasesQuery>,
+    super::Q(q): super::Q<ReleasesQuery>,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     let catalog = st

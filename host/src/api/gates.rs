@@ -9,7 +9,7 @@ use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
 use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -147,7 +147,7 @@ pub(super) async fn list(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
     headers: HeaderMap,
-    Query(q): Query<ListQuery>,
+    super::Q(q): super::Q<ListQuery>,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     let state = q.filter.as_deref().map(state_filter).transpose()?;

@@ -12,7 +12,7 @@ use crate::daemon::{Extras, MemberBinding, MEMBERS};
 use crate::providers::{ProviderError, ProviderErrorCode};
 use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::IgnoredAny;
@@ -68,7 +68,7 @@ pub(super) async fn list(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
     headers: HeaderMap,
-    Query(paging): Query<Paging>,
+    super::Q(paging): super::Q<Paging>,
 ) -> Result<Response, Problem> {
     list_stored(&st, &fleet, &headers, &paging, KIND).await
 }

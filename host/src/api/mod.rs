@@ -11,6 +11,7 @@ mod events;
 mod fleet;
 mod gates;
 mod members;
+mod openapi;
 mod problem;
 mod runs;
 mod strategies;
@@ -158,6 +159,59 @@ impl ApiState {
 
 use crate::runtime::host::Clock;
 
+/// A query string, or a 400 problem naming the parameter at fault (never axum's plain-text
+/// rejection).
+pub(super) struct Q<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Q<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Problem> {
+        match axum::extract::Query::<T>::try_from_uri(&parts.uri) {
+            Ok(axum::extract::Query(v)) => Ok(Q(v)),
+            Err(e) => {
+                let text = e.body_text();
+                let detail = text
+                    .strip_prefix("Failed to deserialize query string: ")
+                    .unwrap_or(&text)
+                    .to_string();
+                // `name: why` names the parameter; an unknown one is named by serde.
+                let target = match detail.split_once(": ") {
+                    Some((t, _)) if !t.contains(' ') => t.to_string(),
+                    _ => String::new(),
+                };
+                let detail = if target.is_empty() {
+                    format!("the query string: {detail}")
+                } else {
+                    detail
+                };
+                Err(Problem::new(StatusCode::BAD_REQUEST, "InvalidField", detail).at(target))
+            }
+        }
+    }
+}
+
+/// `$top`: 1 to 1000.
+fn top<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let v: Option<String> = serde::Deserialize::deserialize(d)?;
+    match v {
+        None => Ok(None),
+        Some(t) => match t.parse::<u32>() {
+            Ok(n) if (1..=1000).contains(&n) => Ok(Some(n)),
+            _ => Err(serde::de::Error::custom(format!(
+                "{t:?} is not a whole number from 1 to 1000"
+            ))),
+        },
+    }
+}
+
 /// A JSON request body: 415 unless it is JSON, 413 over [`MAX_BODY_BYTES`], 400 if not UTF-8.
 fn json_body(
     headers: &HeaderMap,
@@ -209,6 +263,11 @@ async fn readyz(State(st): State<Arc<ApiState>>) -> Response {
         Ok(_) => (StatusCode::OK, "ready\n").into_response(),
         Err(p) => p.into_response(),
     }
+}
+
+/// `GET /openapi.json`: the API's OpenAPI 3.1 document (public, like `/healthz`).
+async fn openapi_json(State(st): State<Arc<ApiState>>) -> Response {
+    axum::Json(openapi::document(&st.fleet)).into_response()
 }
 
 /// `GET /metrics`: the Prometheus text exposition; the counts by state are taken now.
@@ -266,10 +325,12 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/updateRuns/{name}",
             get(runs::show).put(runs::put).delete(runs::delete),
         )
-        .route(
-            "/updateRuns/{name}/{action}",
-            post(runs::action).get(runs::view),
-        )
+        .route("/updateRuns/{name}/start", post(runs::start))
+        .route("/updateRuns/{name}/stop", post(runs::stop))
+        .route("/updateRuns/{name}/skip", post(runs::skip))
+        .route("/updateRuns/{name}/retry", post(runs::retry_run))
+        .route("/updateRuns/{name}/plan", get(runs::plan))
+        .route("/updateRuns/{name}/forecast", get(runs::forecast))
         .route("/freezes", get(fleet::freezes).put(fleet::put_freezes))
         .route("/releases", get(fleet::releases))
         .route("/simulate", post(fleet::simulate))
@@ -290,6 +351,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi_json))
         .nest("/api/v1/fleets/{fleet}", fleet)
         .fallback(no_such_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -8,7 +8,7 @@ use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
 use crate::store::{NewAudit, ResourceMeta, StoreRead};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::IgnoredAny;
@@ -126,7 +126,7 @@ pub(super) async fn list(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
     headers: HeaderMap,
-    Query(paging): Query<Paging>,
+    super::Q(paging): super::Q<Paging>,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     let f = fleet.clone();
@@ -278,24 +278,33 @@ struct RetryBody {
     name: Option<String>,
 }
 
-/// `GET /updateRuns/{name}/plan` (and, with `view = forecast`, the forecast).
-pub(super) async fn view(
+/// `GET /updateRuns/{name}/plan`.
+pub(super) async fn plan(
+    st: State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    view(st, fleet, name, "plan", headers).await
+}
+
+/// `GET /updateRuns/{name}/forecast`.
+pub(super) async fn forecast(
+    st: State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    view(st, fleet, name, "forecast", headers).await
+}
+
+async fn view(
     State(st): State<Arc<ApiState>>,
-    Path((fleet, name, view)): Path<(String, String, String)>,
+    fleet: String,
+    name: String,
+    view: &str,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
-    let kind = match view.as_str() {
-        "plan" => "plan",
-        "forecast" => "forecast",
-        other => {
-            return Err(Problem::new(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                format!("no view {other:?} of update runs (plan, forecast)"),
-            ))
-        }
-    };
+    let kind = view.to_string();
     let v = st
         .engine(move |w| {
             find(w, &name)?;
@@ -367,9 +376,30 @@ async fn retry(
     Ok(respond(StatusCode::CREATED, &etag, &v))
 }
 
-pub(super) async fn action(
+/// `POST /updateRuns/{name}/{action}` for `start`, `stop`, `skip` and `retry`.
+macro_rules! run_action {
+    ($f:ident, $action:expr) => {
+        pub(super) async fn $f(
+            st: State<Arc<ApiState>>,
+            Path((fleet, name)): Path<(String, String)>,
+            headers: HeaderMap,
+            body: Result<axum::body::Bytes, BytesRejection>,
+        ) -> Result<Response, Problem> {
+            action(st, fleet, name, $action.to_string(), headers, body).await
+        }
+    };
+}
+
+run_action!(start, "start");
+run_action!(stop, "stop");
+run_action!(skip, "skip");
+run_action!(retry_run, "retry");
+
+async fn action(
     State(st): State<Arc<ApiState>>,
-    Path((fleet, name, action)): Path<(String, String, String)>,
+    fleet: String,
+    name: String,
+    action: String,
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {

@@ -1,0 +1,730 @@
+//! `GET /openapi.json`: the API's OpenAPI 3.1 document, generated from the code. The model's
+//! schemas are derived from `waverun-core`'s own types (feature `openapi`), the envelopes from
+//! the types below (which mirror what the handlers write), and the paths from one table that
+//! names every route of [`super::router`] with its role, body and answers. Enums are open
+//! strings; every operation documents the problems it can answer with.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathItem,
+    PathsBuilder, Ref, RefOr, Required, ResponseBuilder,
+};
+use utoipa::ToSchema;
+use waverun_core::state::RunStatus;
+use waverun_core::UpdateStrategy;
+use waverun_core::{Freeze, Maintenance, ManagedClusterUpdate, NodePool, ReleaseCatalog};
+
+/// Azure's `systemData`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SystemData {
+    created_by: String,
+    created_by_type: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    last_modified_by: String,
+    last_modified_by_type: String,
+    #[schema(format = DateTime)]
+    last_modified_at: String,
+}
+
+/// An update strategy's properties.
+#[derive(Serialize, ToSchema)]
+struct UpdateStrategyProperties {
+    strategy: UpdateStrategy,
+}
+
+/// An update strategy.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct UpdateStrategyResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    system_data: SystemData,
+    properties: UpdateStrategyProperties,
+    e_tag: String,
+}
+
+/// An update run's properties: its spec, and the engine's status tree.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct UpdateRunProperties {
+    #[serde(default)]
+    update_strategy_id: Option<String>,
+    /// The strategy the run follows (a snapshot of the named one).
+    #[serde(default)]
+    strategy: Option<UpdateStrategy>,
+    managed_cluster_update: ManagedClusterUpdate,
+    provisioning_state: String,
+    status: RunStatus,
+    /// The run this one retries.
+    #[serde(default)]
+    retry_of: Option<String>,
+}
+
+/// An update run.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct UpdateRunResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    system_data: SystemData,
+    properties: UpdateRunProperties,
+    e_tag: String,
+}
+
+/// What a member's provider describes.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct MemberObserved {
+    kubernetes_version: String,
+    node_pools: Vec<NodePool>,
+    region: String,
+    maintenance: Maintenance,
+    labels: BTreeMap<String, String>,
+    busy: bool,
+}
+
+/// A member's properties.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct MemberProperties {
+    provider: String,
+    /// The provider's reference of the cluster (a string or an object of identifiers).
+    #[schema(value_type = Option<Object>)]
+    cluster_ref: Option<serde_json::Value>,
+    #[serde(default)]
+    cluster_resource_id: Option<String>,
+    group: Option<String>,
+    labels: BTreeMap<String, String>,
+    long_term_support: bool,
+    status: MemberObserved,
+}
+
+/// A member.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct MemberResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    system_data: SystemData,
+    properties: MemberProperties,
+    e_tag: String,
+}
+
+/// Where a gate sits.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct GateRunProperties {
+    name: String,
+    stage: String,
+    timing: waverun_core::GateTiming,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+/// A gate's target: its run and position.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct GateTarget {
+    id: String,
+    update_run_properties: GateRunProperties,
+}
+
+/// A scheduled gate's resolved start.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ScheduledStartProperties {
+    #[schema(format = DateTime)]
+    absolute_start_time: String,
+}
+
+/// A gate's properties.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct GateProperties {
+    provisioning_state: String,
+    gate_type: waverun_core::GateType,
+    target: GateTarget,
+    state: waverun_core::State,
+    #[serde(default)]
+    display_name: Option<String>,
+    #[serde(default)]
+    scheduled_start_properties: Option<ScheduledStartProperties>,
+    #[serde(default)]
+    completed_by: Option<String>,
+}
+
+/// A gate (fleet-wide, named by a lowercase GUID).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct GateResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    properties: GateProperties,
+    e_tag: String,
+}
+
+/// One audit entry: who did what, when, and how it ended.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct AuditEntry {
+    seq: u64,
+    #[schema(format = DateTime)]
+    at: String,
+    who: String,
+    action: String,
+    target: String,
+    request_id: String,
+    /// `ok`, or the refusal's code.
+    outcome: String,
+    detail: Option<String>,
+}
+
+macro_rules! list {
+    ($name:ident, $item:ty, $doc:expr) => {
+        #[doc = $doc]
+        #[derive(Serialize, ToSchema)]
+        #[serde(rename_all = "camelCase")]
+        struct $name {
+            value: Vec<$item>,
+            /// The next page, or null.
+            next_link: Option<String>,
+        }
+    };
+}
+
+list!(
+    UpdateStrategyList,
+    UpdateStrategyResource,
+    "A page of update strategies."
+);
+list!(UpdateRunList, UpdateRunResource, "A page of update runs.");
+list!(MemberList, MemberResource, "A page of members.");
+list!(GateList, GateResource, "A page of gates.");
+list!(AuditList, AuditEntry, "A page of the audit log.");
+list!(
+    EventList,
+    serde_json::Value,
+    "A page of events (`seq` and the event of `scenario-format.md`)."
+);
+
+/// An RFC 9457 problem.
+#[derive(Serialize, ToSchema)]
+struct Problem {
+    #[serde(rename = "type")]
+    kind: String,
+    title: String,
+    status: u16,
+    detail: String,
+    /// The stable code (`InvalidField`, `NotFound`, `PreconditionFailed`, ...).
+    code: String,
+    /// The field at fault.
+    #[serde(default)]
+    target: Option<String>,
+}
+
+/// Azure's read-only envelope fields, accepted and ignored in a PUT body.
+macro_rules! put_body {
+    ($name:ident, $props:ty, $doc:expr) => {
+        #[doc = $doc]
+        #[derive(Serialize, ToSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct $name {
+            /// Read-only: ignored.
+            #[serde(default)]
+            id: Option<serde_json::Value>,
+            /// Read-only: ignored.
+            #[serde(default)]
+            name: Option<serde_json::Value>,
+            /// Read-only: ignored.
+            #[serde(default, rename = "type")]
+            kind: Option<serde_json::Value>,
+            /// Read-only: ignored.
+            #[serde(default)]
+            system_data: Option<serde_json::Value>,
+            /// Read-only: ignored.
+            #[serde(default)]
+            e_tag: Option<serde_json::Value>,
+            properties: $props,
+        }
+    };
+}
+
+/// `PUT /updateStrategies/{name}`'s properties.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateStrategyPutProperties {
+    strategy: UpdateStrategy,
+}
+
+/// `PUT /updateRuns/{name}`'s properties: a named strategy or one given inline.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct UpdateRunPutProperties {
+    #[serde(default)]
+    update_strategy_id: Option<String>,
+    #[serde(default)]
+    strategy: Option<UpdateStrategy>,
+    managed_cluster_update: ManagedClusterUpdate,
+}
+
+/// `PUT|PATCH /members/{name}`'s properties (a PATCH changes only those given).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MemberPutProperties {
+    #[serde(default)]
+    cluster_resource_id: Option<String>,
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    cluster_ref: Option<serde_json::Value>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    long_term_support: Option<bool>,
+}
+
+put_body!(
+    UpdateStrategyPut,
+    UpdateStrategyPutProperties,
+    "An update strategy to store."
+);
+put_body!(
+    UpdateRunPut,
+    UpdateRunPutProperties,
+    "An update run to create, or change before it starts."
+);
+put_body!(
+    MemberPut,
+    MemberPutProperties,
+    "A member bound to its cluster."
+);
+
+/// `PATCH /gates/{id}`'s properties.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct GatePatchProperties {
+    /// `Completed` approves the gate (the only change a gate takes).
+    state: GateTargetState,
+}
+
+/// The state a gate can be set to.
+#[allow(dead_code)] // a schema: never built
+#[derive(Serialize, ToSchema)]
+enum GateTargetState {
+    Completed,
+}
+
+/// `PATCH /gates/{id}`.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct GatePatch {
+    properties: GatePatchProperties,
+}
+
+/// One skip target.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct SkipTargetBody {
+    #[serde(rename = "type")]
+    kind: SkipKind,
+    name: String,
+}
+
+/// What a skip target names.
+#[allow(dead_code)] // a schema: never built
+#[derive(Serialize, ToSchema)]
+enum SkipKind {
+    Member,
+    Group,
+    Stage,
+    AfterStageWait,
+}
+
+/// `POST /updateRuns/{name}/skip`.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct SkipBody {
+    #[schema(min_items = 1)]
+    targets: Vec<SkipTargetBody>,
+}
+
+/// `POST /updateRuns/{name}/retry` (optional): the retry run's name.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct RetryBody {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The freeze calendar.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct Freezes {
+    freezes: Vec<Freeze>,
+}
+
+/// What one operation takes and answers.
+struct Op {
+    method: HttpMethod,
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+    /// The role needed (in the description).
+    role: &'static str,
+    params: &'static [&'static str],
+    body: Option<&'static str>,
+    /// (status, schema name or "" for none, content type).
+    ok: (&'static str, &'static str, &'static str),
+}
+
+/// The paths outside the fleet: (path, id, summary, content type of the answer, schema).
+const OUTSIDE: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "/healthz",
+        "healthz",
+        "The process is up",
+        "text/plain",
+        "Text",
+    ),
+    (
+        "/readyz",
+        "readyz",
+        "The engine answers (503 while it cannot)",
+        "text/plain",
+        "Text",
+    ),
+    (
+        "/metrics",
+        "metrics",
+        "Prometheus / OpenMetrics text (any token)",
+        "application/openmetrics-text",
+        "Text",
+    ),
+    ("/openapi.json", "openapi", "This document", JSON, "Object"),
+];
+
+const JSON: &str = "application/json";
+
+/// Every route of the API.
+fn operations() -> Vec<Op> {
+    use HttpMethod::*;
+    let op = |method, path, id, summary, role, params, body, ok| Op {
+        method,
+        path,
+        id,
+        summary,
+        role,
+        params,
+        body,
+        ok,
+    };
+    let name: &[&str] = &["fleet", "name"];
+    let page: &[&str] = &["fleet", "$top", "$skipToken"];
+    vec![
+        op(Get, "/members", "members_list", "List members", "viewer", page, None, ("200", "MemberList", JSON)),
+        op(Get, "/members/{name}", "members_show", "Show a member", "viewer", name, None, ("200", "MemberResource", JSON)),
+        op(Put, "/members/{name}", "members_put", "Create or replace a member (its provider describes the cluster)", "operator", name, Some("MemberPut"), ("200", "MemberResource", JSON)),
+        op(Patch, "/members/{name}", "members_patch", "Change a member's group, labels or binding", "operator", name, Some("MemberPut"), ("200", "MemberResource", JSON)),
+        op(Delete, "/members/{name}", "members_delete", "Delete a member", "operator", name, None, ("204", "", "")),
+        op(Get, "/updateStrategies", "strategies_list", "List update strategies", "viewer", page, None, ("200", "UpdateStrategyList", JSON)),
+        op(Get, "/updateStrategies/{name}", "strategies_show", "Show an update strategy", "viewer", name, None, ("200", "UpdateStrategyResource", JSON)),
+        op(Put, "/updateStrategies/{name}", "strategies_put", "Create or replace an update strategy", "operator", name, Some("UpdateStrategyPut"), ("200", "UpdateStrategyResource", JSON)),
+        op(Delete, "/updateStrategies/{name}", "strategies_delete", "Delete an update strategy", "operator", name, None, ("204", "", "")),
+        op(Get, "/updateRuns", "runs_list", "List update runs", "viewer", page, None, ("200", "UpdateRunList", JSON)),
+        op(Get, "/updateRuns/{name}", "runs_show", "Show an update run with its status tree", "viewer", name, None, ("200", "UpdateRunResource", JSON)),
+        op(Put, "/updateRuns/{name}", "runs_put", "Create an update run, or change it before it starts", "operator", name, Some("UpdateRunPut"), ("200", "UpdateRunResource", JSON)),
+        op(Delete, "/updateRuns/{name}", "runs_delete", "Delete an update run that is not running", "operator", name, None, ("204", "", "")),
+        op(Post, "/updateRuns/{name}/start", "runs_start", "Start (or resume) an update run", "operator", name, None, ("200", "UpdateRunResource", JSON)),
+        op(Post, "/updateRuns/{name}/stop", "runs_stop", "Stop an update run (upgrades in flight finish)", "operator", name, None, ("200", "UpdateRunResource", JSON)),
+        op(Post, "/updateRuns/{name}/skip", "runs_skip", "Skip members, groups, stages or after-stage waits", "operator", name, Some("SkipBody"), ("200", "UpdateRunResource", JSON)),
+        op(Post, "/updateRuns/{name}/retry", "runs_retry", "Create a retry run over the failed, skipped and pending members of a finished run", "operator", name, Some("RetryBody"), ("201", "UpdateRunResource", JSON)),
+        op(Get, "/updateRuns/{name}/plan", "runs_plan", "The run's plan: members per stage and group, resolved limits, gates", "viewer", name, None, ("200", "Object", JSON)),
+        op(Get, "/updateRuns/{name}/forecast", "runs_forecast", "When the run is expected to finish, per member, group and stage", "viewer", name, None, ("200", "Object", JSON)),
+        op(Get, "/gates", "gates_list", "List gates ($filter=state eq Pending, run=NAME)", "viewer", &["fleet", "$filter", "run", "$top", "$skipToken"], None, ("200", "GateList", JSON)),
+        op(Get, "/gates/{name}", "gates_show", "Show a gate", "viewer", name, None, ("200", "GateResource", JSON)),
+        op(Patch, "/gates/{name}", "gates_patch", "Complete a gate ({\"properties\":{\"state\":\"Completed\"}})", "approver", name, Some("GatePatch"), ("200", "GateResource", JSON)),
+        op(Post, "/gates/{name}/approve", "gates_approve", "Approve a gate", "approver", name, None, ("200", "GateResource", JSON)),
+        op(Get, "/freezes", "freezes_show", "The fleet's freeze calendar", "viewer", &["fleet"], None, ("200", "Freezes", JSON)),
+        op(Put, "/freezes", "freezes_put", "Replace the freeze calendar", "admin", &["fleet"], Some("Freezes"), ("200", "Freezes", JSON)),
+        op(Get, "/releases", "releases_list", "The release catalog (per region with ?region=)", "viewer", &["fleet", "region"], None, ("200", "Object", JSON)),
+        op(Post, "/simulate", "simulate", "Simulate a scenario (scenario-format.md, as JSON): the report of `waverun simulate -o json`", "viewer", &["fleet"], Some("Object"), ("200", "Object", JSON)),
+        op(Get, "/events", "events_list", "Engine events: a page of JSON, or Server-Sent Events with Accept: text/event-stream", "viewer", &["fleet", "after", "$top", "run"], None, ("200", "EventList", JSON)),
+        op(Get, "/audit", "audit_list", "The audit log", "viewer", &["fleet", "after", "$top"], None, ("200", "AuditList", JSON)),
+    ]
+}
+
+fn schema_ref(name: &str) -> RefOr<Schema> {
+    if name == "Text" {
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new().schema_type(Type::String).build(),
+        ))
+    } else if name == "Object" {
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new().schema_type(Type::Object).build(),
+        ))
+    } else {
+        RefOr::Ref(Ref::from_schema_name(name))
+    }
+}
+
+fn parameter(name: &str, fleet: &str) -> utoipa::openapi::path::Parameter {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let (place, schema, description): (ParameterIn, ObjectBuilder, &str) = match name {
+        "fleet" => (
+            ParameterIn::Path,
+            string().enum_values(Some([fleet.to_string()])),
+            "The fleet this daemon serves",
+        ),
+        "name" => (ParameterIn::Path, string(), "The resource's name"),
+        "$top" => (
+            ParameterIn::Query,
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1))
+                .maximum(Some(1000)),
+            "At most this many items",
+        ),
+        "$skipToken" => (
+            ParameterIn::Query,
+            string(),
+            "Continue after this name (from nextLink)",
+        ),
+        "$filter" => (ParameterIn::Query, string(), "`state eq STATE`"),
+        "run" => (ParameterIn::Query, string(), "Only those of this run"),
+        "after" => (
+            ParameterIn::Query,
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0)),
+            "Only those after this sequence number",
+        ),
+        "region" => (
+            ParameterIn::Query,
+            string(),
+            "Only what is available in this region",
+        ),
+        other => (ParameterIn::Query, string(), other),
+    };
+    let required = if place == ParameterIn::Path {
+        Required::True
+    } else {
+        Required::False
+    };
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(place)
+        .required(required)
+        .description(Some(description))
+        .schema(Some(Schema::Object(schema.build())))
+        .build()
+}
+
+fn problem_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/problem+json",
+            ContentBuilder::new()
+                .schema(Some(schema_ref("Problem")))
+                .build(),
+        )
+        .build()
+}
+
+type Schemas = Vec<(String, RefOr<Schema>)>;
+
+/// `T`'s schema and every schema it refers to.
+fn collect<T: ToSchema>(out: &mut Schemas) {
+    out.push((T::name().into_owned(), T::schema()));
+    T::schemas(out);
+}
+
+/// The document for a daemon serving `fleet`.
+pub fn document(fleet: &str) -> OpenApi {
+    let mut paths = PathsBuilder::new();
+    for o in operations() {
+        let mut b = OperationBuilder::new()
+            .operation_id(Some(o.id))
+            .summary(Some(o.summary))
+            .description(Some(format!("Role: {} (or admin).", o.role)))
+            .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
+        for p in o.params {
+            b = b.parameter(parameter(p, fleet));
+        }
+        if o.method != HttpMethod::Get && o.method != HttpMethod::Delete {
+            b = b.parameter(
+                ParameterBuilder::new()
+                    .name("If-Match")
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "The ETag the change is for (412 when it is not current)",
+                    ))
+                    .schema(Some(Schema::Object(
+                        ObjectBuilder::new().schema_type(Type::String).build(),
+                    )))
+                    .build(),
+            );
+        }
+        if let Some(body) = o.body {
+            let required = if o.id == "runs_retry" {
+                Required::False
+            } else {
+                Required::True
+            };
+            b = b.request_body(Some(
+                RequestBodyBuilder::new()
+                    .required(Some(required))
+                    .content(
+                        JSON,
+                        ContentBuilder::new().schema(Some(schema_ref(body))).build(),
+                    )
+                    .build(),
+            ));
+        }
+        let (status, schema, content) = o.ok;
+        let mut ok = ResponseBuilder::new().description("Success");
+        if !schema.is_empty() {
+            ok = ok.content(
+                content,
+                ContentBuilder::new()
+                    .schema(Some(schema_ref(schema)))
+                    .build(),
+            );
+        }
+        b = b.response(status, ok.build());
+        if o.method == HttpMethod::Put {
+            let mut created = ResponseBuilder::new().description("Created");
+            if !schema.is_empty() {
+                created = created.content(
+                    content,
+                    ContentBuilder::new()
+                        .schema(Some(schema_ref(schema)))
+                        .build(),
+                );
+            }
+            b = b.response("201", created.build());
+        }
+        for (code, what) in [
+            ("400", "A field broke a rule (target names it)"),
+            ("401", "No valid bearer token"),
+            ("403", "The token's role may not do this"),
+            ("404", "No such fleet or resource"),
+            ("409", "The resource's state forbids it, or it exists"),
+            ("412", "If-Match / If-None-Match did not hold"),
+            ("413", "The body is over 4 MiB"),
+            ("415", "The body is not JSON"),
+            ("422", "The request cannot be carried out"),
+            ("502", "A cluster provider failed"),
+            (
+                "503",
+                "The engine or the store cannot take it now; nothing changed",
+            ),
+        ] {
+            b = b.response(code, problem_response(what));
+        }
+        let path = format!("/api/v1/fleets/{{fleet}}{}", o.path);
+        paths = paths.path(path, PathItem::new(o.method, b.build()));
+    }
+    for (path, id, summary, content, schema) in OUTSIDE {
+        let mut b = OperationBuilder::new()
+            .operation_id(Some(*id))
+            .summary(Some(*summary))
+            .response(
+                "200",
+                ResponseBuilder::new()
+                    .description("Success")
+                    .content(
+                        *content,
+                        ContentBuilder::new()
+                            .schema(Some(schema_ref(schema)))
+                            .build(),
+                    )
+                    .build(),
+            );
+        if *id == "metrics" {
+            b = b
+                .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
+                .response("401", problem_response("No valid bearer token"))
+                .response("503", problem_response("The engine cannot answer now"));
+        }
+        if *id == "readyz" {
+            b = b.response("503", problem_response("The engine cannot answer now"));
+        }
+        paths = paths.path(*path, PathItem::new(HttpMethod::Get, b.build()));
+    }
+    let mut schemas = Vec::new();
+    collect::<Problem>(&mut schemas);
+    collect::<SystemData>(&mut schemas);
+    collect::<UpdateStrategyResource>(&mut schemas);
+    collect::<UpdateStrategyProperties>(&mut schemas);
+    collect::<UpdateStrategyList>(&mut schemas);
+    collect::<UpdateStrategyPut>(&mut schemas);
+    collect::<UpdateStrategyPutProperties>(&mut schemas);
+    collect::<UpdateRunResource>(&mut schemas);
+    collect::<UpdateRunProperties>(&mut schemas);
+    collect::<UpdateRunList>(&mut schemas);
+    collect::<UpdateRunPut>(&mut schemas);
+    collect::<UpdateRunPutProperties>(&mut schemas);
+    collect::<MemberResource>(&mut schemas);
+    collect::<MemberProperties>(&mut schemas);
+    collect::<MemberObserved>(&mut schemas);
+    collect::<MemberList>(&mut schemas);
+    collect::<MemberPut>(&mut schemas);
+    collect::<MemberPutProperties>(&mut schemas);
+    collect::<GateResource>(&mut schemas);
+    collect::<GateProperties>(&mut schemas);
+    collect::<GateTarget>(&mut schemas);
+    collect::<GateRunProperties>(&mut schemas);
+    collect::<ScheduledStartProperties>(&mut schemas);
+    collect::<GateList>(&mut schemas);
+    collect::<GatePatch>(&mut schemas);
+    collect::<GatePatchProperties>(&mut schemas);
+    collect::<SkipBody>(&mut schemas);
+    collect::<SkipTargetBody>(&mut schemas);
+    collect::<RetryBody>(&mut schemas);
+    collect::<Freezes>(&mut schemas);
+    collect::<AuditEntry>(&mut schemas);
+    collect::<AuditList>(&mut schemas);
+    collect::<EventList>(&mut schemas);
+    collect::<ReleaseCatalog>(&mut schemas);
+    let components = ComponentsBuilder::new()
+        .schemas_from_iter(schemas)
+        .security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        )
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("waverun")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "The waverun daemon: Azure Kubernetes Fleet Manager's update runs, gates and \
+                     members for any fleet (shared/spec/api.md).",
+                ))
+                .build(),
+        )
+        .paths(paths.build())
+        .components(Some(components))
+        .build()
+}
