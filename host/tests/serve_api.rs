@@ -789,3 +789,144 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
     assert_eq!(state["type"], "string");
     assert!(state.get("enum").is_none());
 }
+
+/// What the daemon logs, collected (for the check that no token is ever logged).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The logs of every test in this file from the first call on.
+fn logs() -> &'static Logs {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let sink = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+        logs
+    })
+}
+
+/// The least role each operation needs (`shared/spec/api.md` §4): viewer reads (and simulates,
+/// which changes nothing), operator changes members, strategies and runs, approver completes
+/// gates, admin replaces the freeze calendar.
+fn least_role(operation_id: &str) -> Role {
+    match operation_id {
+        "members_put" | "members_patch" | "members_delete" | "strategies_put"
+        | "strategies_delete" | "runs_put" | "runs_delete" | "runs_start" | "runs_stop"
+        | "runs_skip" | "runs_retry" => Role::Operator,
+        "gates_patch" | "gates_approve" => Role::Approver,
+        "freezes_put" => Role::Admin,
+        _ => Role::Viewer,
+    }
+}
+
+#[test]
+fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged() {
+    let logs = logs();
+    let tokens = [
+        (Role::Viewer, "tok-viewer-5f1c9a"),
+        (Role::Operator, "tok-operator-8e27b4"),
+        (Role::Approver, "tok-approver-3d90c1"),
+        (Role::Admin, "tok-admin-a4b6e2"),
+    ];
+    let d = Daemon::start(&[
+        ("v", tokens[0].0, tokens[0].1),
+        ("o", tokens[1].0, tokens[1].1),
+        ("p", tokens[2].0, tokens[2].1),
+        ("a", tokens[3].0, tokens[3].1),
+    ]);
+    let root = d.base.replace("/api/v1/fleets/default", "");
+    let doc = d.get(&format!("{root}/openapi.json"), None).body;
+    let mut cells = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            let public = ["healthz", "readyz", "openapi"].contains(&id);
+            let url = format!(
+                "{root}{}",
+                path.replace("{fleet}", "default").replace("{name}", "nope")
+            );
+            let body = (method != "get" && method != "delete").then_some("{}");
+            let m = method.to_uppercase();
+            let anonymous = d.call(&m, &url, None, &[], body);
+            let forged = d.call(&m, &url, Some("not-a-token"), &[], body);
+            if public {
+                assert_ne!(anonymous.status, 401, "{m} {path} is public");
+                continue;
+            }
+            assert_eq!(
+                anonymous.status, 401,
+                "{m} {path} without a token: {}",
+                anonymous.body
+            );
+            assert_eq!(forged.status, 401, "{m} {path} with a forged token");
+            for (role, token) in tokens {
+                let r = d.call(&m, &url, Some(token), &[], body);
+                let allowed = match least_role(id) {
+                    Role::Viewer => true,
+                    Role::Operator => matches!(role, Role::Operator | Role::Admin),
+                    Role::Approver => matches!(role, Role::Approver | Role::Admin),
+                    Role::Admin => role == Role::Admin,
+                };
+                if allowed {
+                    assert!(
+                        r.status != 401 && r.status != 403,
+                        "{m} {path} as {role:?} must be allowed: {} {}",
+                        r.status,
+                        r.body
+                    );
+                } else {
+                    assert_eq!(r.status, 403, "{m} {path} as {role:?}: {}", r.body);
+                    assert_eq!(r.body["code"], "Forbidden");
+                }
+                cells += 1;
+            }
+        }
+    }
+    assert_eq!(
+        cells,
+        30 * 4,
+        "every operation but the three public ones, by four roles"
+    );
+    // Refused mutations are in the audit log too: who (as far as known) and the outcome.
+    let audit = d.get("/audit?$top=1000", Some(tokens[3].1)).body;
+    let entries = audit["value"].as_array().unwrap();
+    let forbidden: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["outcome"] == "Forbidden")
+        .map(|e| e["who"].as_str().unwrap())
+        .collect();
+    assert!(!forbidden.is_empty());
+    assert!(
+        forbidden.iter().all(|w| ["v", "o", "p"].contains(w)),
+        "{forbidden:?}"
+    );
+    assert!(entries
+        .iter()
+        .any(|e| e["outcome"] == "Unauthorized" && e["who"] == "unauthenticated"));
+    let ids: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .map(|e| e["requestId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), entries.len(), "one entry per request");
+    drop(d);
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("request"), "requests are logged: {text}");
+    for (_, token) in tokens {
+        assert!(!text.contains(token), "a token is in the logs");
+    }
+}

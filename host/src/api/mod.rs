@@ -310,6 +310,75 @@ async fn no_such_path(uri: axum::http::Uri) -> Problem {
     )
 }
 
+/// Every request: gives it a request id (the client's `x-request-id`, else a new one, echoed in
+/// the answer), logs it once answered (method, path without the query string, status, time; never
+/// a header, so never a token), and audits a mutation refused before it reached the engine (no
+/// token, a weak one, a body that is not JSON or too big): the engine's own refusals are audited
+/// in their step.
+async fn around_request(
+    State(st): State<Arc<ApiState>>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let request_id = st.request_id(req.headers());
+    if let Ok(v) = axum::http::HeaderValue::from_str(&request_id) {
+        req.headers_mut().insert("x-request-id", v);
+    }
+    let mutation = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
+    let who = st
+        .auth
+        .check(req.headers(), Need::Read)
+        .map(|c| c.name)
+        .unwrap_or_else(|_| "unauthenticated".to_string());
+    let began = std::time::Instant::now();
+    let mut response = next.run(req).await;
+    let status = response.status();
+    let ms = began.elapsed().as_secs_f64() * 1000.0;
+    if status.is_server_error() {
+        tracing::warn!(%method, %path, status = status.as_u16(), ms, request_id = %request_id, "request");
+    } else {
+        tracing::info!(%method, %path, status = status.as_u16(), ms, request_id = %request_id, "request");
+    }
+    if mutation && status.is_client_error() && path.starts_with("/api/v1/fleets/") {
+        let entry = crate::store::NewAudit {
+            at: crate::now_rfc3339(),
+            who,
+            action: format!("{method} {}", path.trim_start_matches("/api/v1")),
+            target: path.trim_start_matches("/api/v1").to_string(),
+            request_id: request_id.clone(),
+            outcome: status
+                .canonical_reason()
+                .unwrap_or("Refused")
+                .replace(' ', ""),
+            detail: None,
+        };
+        let rid = request_id.clone();
+        let audited = st
+            .engine(move |w| {
+                use crate::store::StoreRead;
+                if w.engine().stored().audited(&rid).unwrap_or(false) {
+                    return Ok(());
+                }
+                w.engine()
+                    .record(crate::daemon::Extras {
+                        audit: Some(entry),
+                        ..Default::default()
+                    })
+                    .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))
+            })
+            .await;
+        if let Err(p) = audited {
+            tracing::error!(request_id = %request_id, detail = %p.detail, "auditing a refused request failed");
+        }
+    }
+    if let Ok(v) = axum::http::HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
 /// The API's routes over `state`.
 pub fn router(state: Arc<ApiState>) -> Router {
     let fleet = Router::new()
@@ -355,5 +424,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .nest("/api/v1/fleets/{fleet}", fleet)
         .fallback(no_such_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            around_request,
+        ))
         .with_state(state)
 }

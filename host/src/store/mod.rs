@@ -326,6 +326,8 @@ pub trait StoreRead {
     fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError>;
     /// Up to `limit` audit entries with `seq > after`, in order.
     fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
+    /// Whether the request `request_id` has an audit entry.
+    fn audited(&self, request_id: &str) -> Result<bool, StoreError>;
 }
 
 /// The writer: one per fleet (one thread; on PostgreSQL, the leader).

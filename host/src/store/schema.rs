@@ -71,6 +71,7 @@ CREATE TABLE audit (
     detail      TEXT,
     epoch       INTEGER NOT NULL
 );
+CREATE INDEX audit_by_request ON audit (request_id);
 -- The simulated provider's own record (the "remote" platform's), written through its own
 -- connection before it answers.
 CREATE TABLE sim_operations (

@@ -420,6 +420,18 @@ macro_rules! reads_on_conn {
             fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
                 reads::audit_after(&self.conn, after, limit)
             }
+
+            fn audited(&self, request_id: &str) -> Result<bool, StoreError> {
+                let n: i64 = self
+                    .conn
+                    .query_row(
+                        "SELECT COUNT(*) FROM audit WHERE request_id = ?1",
+                        [request_id],
+                        |r| r.get(0),
+                    )
+                    .map_err(db)?;
+                Ok(n > 0)
+            }
         }
     };
 }
