@@ -930,3 +930,115 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
         assert!(!text.contains(token), "a token is in the logs");
     }
 }
+
+/// Everything the API stores, as read back through it.
+fn stored_state(d: &Daemon) -> Vec<Value> {
+    [
+        "/members",
+        "/updateStrategies",
+        "/updateRuns",
+        "/gates",
+        "/freezes",
+    ]
+    .iter()
+    .map(|p| d.get(p, None).body)
+    .collect()
+}
+
+#[test]
+fn bad_input_at_every_endpoint_is_a_problem_naming_the_field_and_changes_nothing() {
+    let d = Daemon::start(&[]);
+    let s = scenario();
+    d.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[],
+        Some(&strategy_body(&s)),
+    );
+    d.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(&s)));
+    let before = stored_state(&d);
+    let with_stage =
+        |stage: Value| json!({"properties": {"strategy": {"stages": [stage]}}}).to_string();
+    let big = format!(
+        "{{\"properties\": {{\"strategy\": {{\"stages\": [], \"x\": \"{}\"}}}}}}",
+        "y".repeat(5 << 20)
+    );
+    // (method, path, body, extra header, status, target)
+    let cases: Vec<(&str, &str, String, Option<(&str, &str)>, u16, Option<&str>)> = vec![
+        ("PUT", "/updateStrategies/rollout", "{\"properties\": ".to_string(), None, 400, Some("")),
+        ("PUT", "/updateStrategies/rollout", json!({"properties": {"strategy": {"stages": "all"}}}).to_string(), None, 400, Some("properties.strategy.stages")),
+        ("PUT", "/updateStrategies/rollout", with_stage(json!({"name": "a", "beforeGate": []})), None, 400, Some("properties.strategy.stages[0].beforeGate")),
+        ("PUT", "/updateStrategies/rollout", with_stage(json!({"name": "a", "groups": [{"name": "g", "memberSelector": {"byLabel": "env in (prod"}}]})), None, 400, Some("properties.strategy.stages[0].groups[0].memberSelector.byLabel")),
+        ("PUT", "/updateStrategies/rollout", with_stage(json!({"name": "a", "maxConcurrency": "120%", "groups": [{"name": "g"}]})), None, 400, Some("properties.strategy.stages[0].maxConcurrency")),
+        ("PUT", "/updateStrategies/rollout", strategy_body(&s), Some(("if-match", "\"stale\"")), 412, None),
+        ("PUT", "/updateStrategies/rollout", strategy_body(&s), Some(("content-type", "text/yaml")), 415, None),
+        ("PUT", "/updateStrategies/rollout", big, None, 413, None),
+        ("DELETE", "/updateStrategies/rollout", String::new(), Some(("if-match", "\"stale\"")), 412, None),
+        ("PUT", "/updateRuns/r1", json!({"properties": {"managedClusterUpdate": {"upgrade": {"type": 5}}}}).to_string(), None, 400, Some("properties.managedClusterUpdate.upgrade.type")),
+        ("PUT", "/updateRuns/r1", json!({"properties": {"managedClusterUpdate": s.run.managed_cluster_update, "colour": 1}}).to_string(), None, 400, Some("properties.colour")),
+        ("PUT", "/updateRuns/r1", json!({"properties": {"updateStrategyId": "/fleets/default/updateStrategies/nope", "managedClusterUpdate": s.run.managed_cluster_update}}).to_string(), None, 404, Some("properties.updateStrategyId")),
+        ("POST", "/updateRuns/r1/skip", json!({"targets": [{"type": "Bogus", "name": "x"}]}).to_string(), None, 400, Some("targets[0]")),
+        ("POST", "/updateRuns/r1/skip", json!({"targets": [], "extra": true}).to_string(), None, 400, Some("extra")),
+        ("POST", "/updateRuns/r1/start", String::new(), Some(("if-match", "\"stale\"")), 412, None),
+        ("PUT", "/members/dev-1", json!({"properties": {"labels": "env=dev"}}).to_string(), None, 400, Some("properties.labels")),
+        ("PATCH", "/members/dev-1", json!({"properties": {"group": 3}}).to_string(), None, 400, Some("properties.group")),
+        ("PUT", "/freezes", json!({"freezes": [{"name": "x", "start": "soon", "end": "2027-01-02T00:00:00Z"}]}).to_string(), None, 400, Some("freezes[0].start")),
+        ("PUT", "/freezes", json!({"freeze": []}).to_string(), None, 400, Some("freeze")),
+        ("POST", "/simulate", json!({"start": 7}).to_string(), None, 400, Some("start")),
+    ];
+    for (method, path, body, header, status, target) in cases {
+        let headers: Vec<(&str, &str)> = header.into_iter().collect();
+        let body = (!body.is_empty()).then_some(body.as_str());
+        let r = d.call(method, path, None, &headers, body);
+        assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+        assert!(
+            r.body["code"].is_string(),
+            "{method} {path}: not a problem: {}",
+            r.body
+        );
+        if let Some(t) = target {
+            assert_eq!(
+                r.body["target"].as_str().unwrap_or(""),
+                t,
+                "{method} {path}: {}",
+                r.body
+            );
+        }
+        assert_eq!(
+            stored_state(&d),
+            before,
+            "{method} {path} changed what is stored"
+        );
+    }
+    // A gate: only Completed, and nothing else in the body.
+    let r = d.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200);
+    let gate = loop {
+        let g = d.get("/gates", None).body["value"][0]["name"].clone();
+        if let Some(g) = g.as_str() {
+            break g.to_string();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let path = format!("/gates/{gate}");
+    let g = d.get(&path, None).body;
+    for (body, target) in [
+        (
+            json!({"properties": {"state": "Pending"}}),
+            "properties.state",
+        ),
+        (
+            json!({"properties": {"state": "Completed", "by": "me"}}),
+            "properties.by",
+        ),
+    ] {
+        let r = d.call("PATCH", &path, None, &[], Some(&body.to_string()));
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(r.body["target"], target);
+        assert_eq!(
+            d.get(&path, None).body["properties"]["state"],
+            g["properties"]["state"]
+        );
+    }
+}

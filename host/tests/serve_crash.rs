@@ -6,15 +6,14 @@
 //! sequence has no gap and no duplicate, and an event never changes once it has been read.
 
 mod http_support;
+mod process_support;
 mod runtime_support;
 
 use http_support::Client;
-use runtime_support::shared_cache;
+use process_support::Life;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MEMBERS: usize = 200;
@@ -51,51 +50,22 @@ fn fleet_file(dir: &Path) -> PathBuf {
     path
 }
 
-/// One life of the daemon.
-struct Life {
-    child: Child,
-    api: Client,
-}
-
 fn start(dir: &Path, fleet: &Path, life: usize, trap: bool) -> Life {
-    let log = std::fs::File::create(dir.join(format!("life-{life}.log"))).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_waverun"));
-    cmd.args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
+    let data = dir.join("data");
+    let args = [
         "--time-scale",
         TIME_SCALE,
-    ])
-    .arg("--data-dir")
-    .arg(dir.join("data"))
-    .arg("--fleet")
-    .arg(fleet)
-    .env("WAVERUN_CACHE_DIR", shared_cache())
-    .env_remove("WAVERUN_FAULT_TRAP_EVERY")
-    .stdout(Stdio::piped())
-    .stderr(log);
-    if trap {
-        cmd.env("WAVERUN_FAULT_TRAP_EVERY", "5");
-    }
-    let mut child = cmd.spawn().expect("the binary runs");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                let _ = tx.send(addr);
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| {
-            panic!("life {life}: the daemon did not say where it listens (see life-{life}.log)")
-        });
-    let api = Client::new(&format!("http://{addr}/api/v1/fleets/default"));
-    Life { child, api }
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+    ];
+    let env: &[(&str, &str)] = if trap {
+        &[("WAVERUN_FAULT_TRAP_EVERY", "5")]
+    } else {
+        &[]
+    };
+    Life::start(&args, env, &dir.join(format!("life-{life}.log")))
 }
 
 /// A small deterministic generator (the kill points are reproducible).
@@ -184,18 +154,6 @@ impl Seen {
     }
 }
 
-fn ready(api: &Client, secs: u64) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    let url = api.base.split("/api/").next().unwrap().to_string() + "/readyz";
-    while Instant::now() < end {
-        if api.get(&url, None).status == 200 {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
 fn run_state(api: &Client) -> Option<String> {
     let r = api.get("/updateRuns/r1", None);
     r.body["properties"]["status"]["status"]["state"]
@@ -211,7 +169,7 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
 
     // The first life sets the rollout up.
     let mut life = start(dir.path(), &fleet, 0, false);
-    assert!(ready(&life.api, 60), "the first life never got ready");
+    assert!(life.ready(60), "the first life never got ready");
     let strategy = json!({"properties": {"strategy": {"stages": [
         {"name": "canary", "groups": [{"name": "canary", "maxConcurrency": 2}]},
         {"name": "rest", "beforeGates": [{"type": "Approval", "displayName": "go"}],
@@ -253,13 +211,12 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
         if run_state(&life.api).as_deref() == Some("Completed") {
             break;
         }
-        life.child.kill().unwrap();
-        life.child.wait().unwrap();
+        life.kill();
         kills += 1;
         n += 1;
         life = start(dir.path(), &fleet, n, n % 5 == 0);
         assert!(
-            ready(&life.api, 60),
+            life.ready(60),
             "life {n} never got ready (see life-{n}.log)"
         );
         seen.check_approvals_kept(&life.api);

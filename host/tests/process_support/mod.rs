@@ -1,0 +1,85 @@
+//! Shared by the tests of the real binary: `waverun serve` as a child process on an ephemeral
+//! loopback port, its stderr in a log file.
+#![allow(dead_code)] // each test file uses a part
+
+use crate::http_support::Client;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One life of the daemon.
+pub struct Life {
+    pub child: Child,
+    pub api: Client,
+}
+
+impl Life {
+    /// Starts `waverun serve ARGS --listen 127.0.0.1:0` with `env`, its stderr in `log`, and
+    /// waits until it says where it listens.
+    pub fn start(args: &[&str], env: &[(&str, &str)], log: &Path) -> Life {
+        let log_file = std::fs::File::create(log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_waverun"));
+        cmd.arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("WAVERUN_CACHE_DIR", crate::runtime_support::shared_cache())
+            .env_remove("WAVERUN_FAULT_TRAP_EVERY")
+            .stdout(Stdio::piped())
+            .stderr(log_file);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("the binary runs");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("on http://").nth(1) {
+                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the daemon did not say where it listens: {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                )
+            });
+        Life {
+            child,
+            api: Client::new(&format!("http://{addr}/api/v1/fleets/default")),
+        }
+    }
+
+    /// Whether `/readyz` answers 200 within `secs`.
+    pub fn ready(&self, secs: u64) -> bool {
+        let end = Instant::now() + Duration::from_secs(secs);
+        let url = self.api.base.split("/api/").next().unwrap().to_string() + "/readyz";
+        while Instant::now() < end {
+            if self.api.get(&url, None).status == 200 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// SIGTERM, then waits: whether it exited cleanly.
+    pub fn stop(mut self) -> bool {
+        // SAFETY: kill(2) signals the child this test started; no memory is involved.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        self.child.wait().unwrap().success()
+    }
+
+    /// SIGKILL, then waits.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}

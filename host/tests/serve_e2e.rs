@@ -1,0 +1,177 @@
+//! End to end against the real binary: `waverun serve` with the shipped example fleet
+//! (`host/examples/fleet-rollout.yaml`: windows, a scheduled gate, an approval, a flaky cluster,
+//! a release that reaches regions on different days, a cluster two minors behind) on the
+//! simulated provider. Over HTTP the test registers the members, creates the strategy and the
+//! run, starts it and approves the gate as soon as it is pending. The run's final status tree is
+//! what `waverun simulate` gives for the same fleet and strategy (approval as soon as the gate
+//! is created): the same states, the same failure counts, the same order of member starts.
+
+mod http_support;
+mod process_support;
+mod runtime_support;
+
+use process_support::Life;
+use runtime_support::workspace;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use waverun_core::sim::{simulate, ActionKind};
+use waverun_core::{Fact, State};
+
+const EXAMPLE: &str = "host/examples/fleet-rollout.yaml";
+
+/// Every node's state and failure count, by path (`stage`, `stage/group`, `stage/group/member`).
+fn outcome(status: &Value) -> BTreeMap<String, (String, u64)> {
+    let mut out = BTreeMap::new();
+    let node = |v: &Value| {
+        (
+            v["status"]["state"].as_str().unwrap().to_string(),
+            v["failureCount"].as_u64().unwrap_or(0),
+        )
+    };
+    out.insert("run".to_string(), node(status));
+    for st in status["stages"].as_array().unwrap() {
+        let s = st["name"].as_str().unwrap();
+        out.insert(s.to_string(), node(st));
+        for g in st["groups"].as_array().unwrap() {
+            let gp = format!("{s}/{}", g["name"].as_str().unwrap());
+            out.insert(gp.clone(), node(g));
+            for m in g["members"].as_array().unwrap() {
+                out.insert(format!("{gp}/{}", m["name"].as_str().unwrap()), node(m));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = workspace().join(EXAMPLE);
+    let mut scenario = waverun_host::load_scenario(&example).unwrap();
+    let data = dir.path().join("data");
+    let args = |scale: &'static str| {
+        vec![
+            "--data-dir".to_string(),
+            data.to_string_lossy().into_owned(),
+            "--fleet".to_string(),
+            example.to_string_lossy().into_owned(),
+            "--time-scale".to_string(),
+            scale.to_string(),
+        ]
+    };
+    // Set up with the fleet clock at real speed (so the run starts at the fleet's start)...
+    let a = args("1");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let life = Life::start(&a, &[], &dir.path().join("setup.log"));
+    assert!(life.ready(60));
+    let api = &life.api;
+    for m in &scenario.members {
+        let body = json!({"properties": {"group": m.group, "labels": m.labels}});
+        let r = api.call(
+            "PUT",
+            &format!("/members/{}", m.name),
+            None,
+            &[],
+            Some(&body.to_string()),
+        );
+        assert_eq!(r.status, 200, "{}: {}", m.name, r.body);
+    }
+    let strategy = json!({"properties": {"strategy": scenario.strategy}});
+    let r = api.call(
+        "PUT",
+        "/updateStrategies/rollout",
+        None,
+        &[],
+        Some(&strategy.to_string()),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let run_name = scenario.run.name.clone();
+    let run = json!({"properties": {
+        "updateStrategyId": "/fleets/default/updateStrategies/rollout",
+        "managedClusterUpdate": scenario.run.managed_cluster_update,
+    }});
+    let run_path = format!("/updateRuns/{run_name}");
+    let r = api.call("PUT", &run_path, None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", &format!("{run_path}/start"), None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(life.stop());
+
+    // ... then let fleet time run 20,000 times faster from where it got to.
+    let a = args("20000");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let life = Life::start(&a, &[], &dir.path().join("run.log"));
+    assert!(life.ready(60));
+    let api = &life.api;
+    let end = Instant::now() + Duration::from_secs(240);
+    let mut approved = 0;
+    let status = loop {
+        let gates = api.get("/gates?$filter=state%20eq%20Pending", None).body;
+        for g in gates["value"].as_array().cloned().unwrap_or_default() {
+            if g["properties"]["gateType"] == "Approval" {
+                let id = g["name"].as_str().unwrap();
+                let r = api.call("POST", &format!("/gates/{id}/approve"), None, &[], None);
+                assert_eq!(r.status, 200, "{}", r.body);
+                approved += 1;
+            }
+        }
+        let s = api.get(&run_path, None).body["properties"]["status"].clone();
+        let state = s["status"]["state"].as_str().unwrap_or("").to_string();
+        if ["Completed", "Failed", "Stopped", "Skipped"].contains(&state.as_str()) {
+            break s;
+        }
+        assert!(
+            Instant::now() < end,
+            "the run did not end: {}",
+            serde_json::to_string(&outcome(&s)).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert_eq!(approved, 1);
+    // The member starts, in order, from the event log.
+    let mut starts = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = api
+            .get(&format!("/events?after={after}&$top=1000"), None)
+            .body;
+        let items = page["value"].as_array().cloned().unwrap_or_default();
+        if items.is_empty() {
+            break;
+        }
+        for e in items {
+            after = e["seq"].as_u64().unwrap();
+            if e["kind"] == "MemberStarted" {
+                starts.push(e["member"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    assert!(life.stop(), "SIGTERM stops it cleanly");
+
+    // What `waverun simulate` says for the same fleet, strategy and run, the gate approved as
+    // soon as it is created and the run started at the fleet's start.
+    scenario.auto_approve = true;
+    scenario.actions.retain(|a| a.kind == ActionKind::Start);
+    for a in &mut scenario.actions {
+        a.at = scenario.start;
+    }
+    let report = simulate(&scenario).unwrap();
+    assert_eq!(report.summary.state, status_state(&status));
+    let expected = serde_json::to_value(&report.run.status).unwrap();
+    assert_eq!(outcome(&status), outcome(&expected));
+    let simulated_starts: Vec<String> = report
+        .timeline
+        .iter()
+        .filter_map(|e| match &e.fact {
+            Fact::MemberStarted { member, .. } => Some(member.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!simulated_starts.is_empty());
+    assert_eq!(starts, simulated_starts, "the order of member starts");
+}
+
+fn status_state(status: &Value) -> State {
+    serde_json::from_value(status["status"]["state"].clone()).unwrap()
+}
