@@ -931,6 +931,16 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
 }
 
+/// One bad request: method, path, body, an extra header, the status and the target expected.
+type BadInput<'a> = (
+    &'a str,
+    &'a str,
+    String,
+    Option<(&'a str, &'a str)>,
+    u16,
+    Option<&'a str>,
+);
+
 /// Everything the API stores, as read back through it.
 fn stored_state(d: &Daemon) -> Vec<Value> {
     [
@@ -964,8 +974,7 @@ fn bad_input_at_every_endpoint_is_a_problem_naming_the_field_and_changes_nothing
         "{{\"properties\": {{\"strategy\": {{\"stages\": [], \"x\": \"{}\"}}}}}}",
         "y".repeat(5 << 20)
     );
-    // (method, path, body, extra header, status, target)
-    let cases: Vec<(&str, &str, String, Option<(&str, &str)>, u16, Option<&str>)> = vec![
+    let cases: Vec<BadInput> = vec![
         ("PUT", "/updateStrategies/rollout", "{\"properties\": ".to_string(), None, 400, Some("")),
         ("PUT", "/updateStrategies/rollout", json!({"properties": {"strategy": {"stages": "all"}}}).to_string(), None, 400, Some("properties.strategy.stages")),
         ("PUT", "/updateStrategies/rollout", with_stage(json!({"name": "a", "beforeGate": []})), None, 400, Some("properties.strategy.stages[0].beforeGate")),
