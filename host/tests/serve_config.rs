@@ -101,3 +101,48 @@ fn flags_override_the_file() {
     assert_eq!(c.fleet, "from-flag");
     assert_eq!(c.time_scale, 5.0);
 }
+
+#[test]
+fn providers_and_members_are_checked_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |text: &str| {
+        ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap_err()
+    };
+    let e = refused("providers:\n  gke: {type: exec, command: [a], comand: [b]}\n");
+    assert!(
+        e.contains("providers.gke.comand") && e.contains("command"),
+        "{e}"
+    );
+    let e = refused("providers:\n  gke: {type: ssh, command: [a]}\n");
+    assert!(e.contains("providers.gke.type"), "{e}");
+    let e = refused("providers:\n  simulated: {type: exec, command: [a]}\n");
+    assert!(
+        e.contains("providers.simulated") && e.contains("built-in"),
+        "{e}"
+    );
+    let e = refused("providers:\n  gke: {type: exec, command: []}\n");
+    assert!(e.contains("providers.gke.command"), "{e}");
+    let e = refused("providers:\n  gke: {type: exec, command: [a], timeouts: {describe: -1}}\n");
+    assert!(e.contains("providers.gke.timeouts.describe"), "{e}");
+    let e =
+        refused("providers:\n  gke: {type: exec, command: [a], secretEnv: {T: {fromVault: x}}}\n");
+    assert!(e.contains("providers.gke.secretEnv.T"), "{e}");
+    let e = refused("members:\n- {name: a, provider: gke}\n");
+    assert!(
+        e.contains("members[0].provider") && e.contains("simulated"),
+        "{e}"
+    );
+    let e =
+        refused("members:\n- {name: a, provider: simulated}\n- {name: a, provider: simulated}\n");
+    assert!(e.contains("members[1].name"), "{e}");
+    let e = refused("members:\n- {name: a, provider: simulated, grup: x}\n");
+    assert!(e.contains("members[0].grup"), "{e}");
+    let e = refused("observeIntervalSeconds: 0\n");
+    assert!(e.contains("observeIntervalSeconds"), "{e}");
+    let ok = "providers:\n  gke:\n    type: exec\n    command: [/bin/adapter, --flag]\n    secretEnv: {T: {fromFile: /run/t}}\n    timeouts: {startUpgrade: 60}\nmembers:\n- {name: a, provider: gke, clusterRef: {cluster: a}, group: g}\nobserveIntervalSeconds: 60\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, ok)), Overrides::default()).unwrap();
+    assert_eq!(c.providers["gke"].timeouts.start_upgrade.as_secs(), 60);
+    assert_eq!(c.providers["gke"].timeouts.describe.as_secs(), 30);
+    assert_eq!(c.members[0].group.as_deref(), Some("g"));
+    assert_eq!(c.observe_interval.as_secs(), 60);
+}
