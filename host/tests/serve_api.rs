@@ -190,6 +190,25 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
         seqs,
         (seqs[0]..seqs[0] + seqs.len() as u64).collect::<Vec<_>>()
     );
+    // A client that accepts gzip gets the same run, gzipped (cached with the run's version).
+    let plain = d.get("/updateRuns/r1", None);
+    let req = ureq::http::Request::builder()
+        .method("GET")
+        .uri(format!("{}/updateRuns/r1", d.base))
+        .header("accept-encoding", "br;q=1, gzip;q=0.8")
+        .body(String::new())
+        .unwrap();
+    let mut gz = agent().run(req).unwrap();
+    assert_eq!(gz.headers()["content-encoding"], "gzip");
+    assert_eq!(
+        gz.headers()["etag"].to_str().unwrap(),
+        plain.etag.as_deref().unwrap()
+    );
+    let bytes = gz.body_mut().read_to_vec().unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+        .unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), plain.body);
     // The metrics count what happened.
     let m = d.get(&d.base.replace("/api/v1/fleets/default", "/metrics"), None);
     assert_eq!(m.status, 200);

@@ -50,6 +50,8 @@ pub struct ApiState {
     sandbox: Option<crate::runtime::PluginModule>,
     /// Bounds the simulations running at once.
     simulations: tokio::sync::Semaphore,
+    /// Runs' resources as last computed, each with the engine version it is true at.
+    runs: std::sync::Mutex<std::collections::HashMap<String, runs::CachedRun>>,
 }
 
 impl ApiState {
@@ -65,6 +67,7 @@ impl ApiState {
             closing: tokio::sync::watch::Sender::new(false),
             sandbox: None,
             simulations: tokio::sync::Semaphore::new(MAX_SIMULATIONS),
+            runs: Default::default(),
         }
     }
 

@@ -89,12 +89,105 @@ fn run_resource(
     let mut properties = stored_body(meta);
     let status = w
         .engine()
-        .status(&meta.name)
+        .query(&json!({ "type": "status", "run": meta.name }))
         .map_err(|e| Problem::daemon(&e, &run_path))?;
-    let status = serde_json::to_value(&status).expect("a status serialises");
     properties["provisioningState"] = json!("Succeeded");
     properties["status"] = status;
     Ok(envelope(fleet, meta, properties))
+}
+
+/// A run's resource as computed at one engine version: true for as long as the version has not
+/// moved (every step moves it), so a read between steps costs no engine call.
+#[derive(Clone)]
+pub(super) struct CachedRun {
+    version: u64,
+    value: Arc<Value>,
+    body: axum::body::Bytes,
+    /// `body` gzipped, made by the first request that accepts gzip.
+    gzipped: Arc<std::sync::OnceLock<axum::body::Bytes>>,
+    etag: String,
+}
+
+impl CachedRun {
+    fn gzipped(&self) -> axum::body::Bytes {
+        self.gzipped
+            .get_or_init(|| {
+                use std::io::Write;
+                let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                z.write_all(&self.body).expect("writing to memory");
+                z.finish().expect("writing to memory").into()
+            })
+            .clone()
+    }
+}
+
+/// Whether the request accepts a gzipped answer.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',').any(|e| {
+                let mut parts = e.split(';');
+                let name = parts.next().unwrap_or("").trim();
+                let refused = parts.any(|p| p.trim().replace(' ', "") == "q=0");
+                name.eq_ignore_ascii_case("gzip") && !refused
+            })
+        })
+}
+
+impl ApiState {
+    fn cached_run(&self, name: &str, version: u64) -> Option<CachedRun> {
+        let cache = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get(name).filter(|c| c.version == version).cloned()
+    }
+}
+
+/// The run's resource at the engine's current version: from the cache, or computed (on the
+/// engine thread) and cached.
+fn current_run(
+    st: &ApiState,
+    w: &mut Worker,
+    fleet: &str,
+    meta: &ResourceMeta,
+) -> Result<CachedRun, Problem> {
+    let version = w.engine().version();
+    if let Some(hit) = st.cached_run(&meta.name, version) {
+        return Ok(hit);
+    }
+    let (v, etag) = run_resource(w, fleet, meta)?;
+    let c = CachedRun {
+        version,
+        body: serde_json::to_vec(&v).expect("JSON serialises").into(),
+        gzipped: Default::default(),
+        value: Arc::new(v),
+        etag,
+    };
+    let mut cache = st.runs.lock().unwrap_or_else(|e| e.into_inner());
+    cache.insert(meta.name.clone(), c.clone());
+    Ok(c)
+}
+
+/// A cached run as a `200` with its `ETag`, gzipped when the client accepts it.
+fn cached_response(c: &CachedRun, headers: &HeaderMap) -> Response {
+    use axum::http::header::{CONTENT_ENCODING, CONTENT_TYPE, VARY};
+    let json = [(CONTENT_TYPE, "application/json")];
+    let mut r = if accepts_gzip(headers) {
+        let gz = [(CONTENT_ENCODING, "gzip"), (VARY, "accept-encoding")];
+        (StatusCode::OK, json, gz, c.gzipped()).into_response()
+    } else {
+        (
+            StatusCode::OK,
+            json,
+            [(VARY, "accept-encoding")],
+            c.body.clone(),
+        )
+            .into_response()
+    };
+    if let Ok(v) = axum::http::HeaderValue::from_str(&c.etag) {
+        r.headers_mut().insert(axum::http::header::ETAG, v);
+    }
+    r
 }
 
 /// The run `name`, once its current ETag meets the request's preconditions; a failed check
@@ -130,12 +223,16 @@ pub(super) async fn list(
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     let f = fleet.clone();
+    let state = st.clone();
     let items = st
         .engine(move |w| {
             let metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
             metas
                 .iter()
-                .map(|m| Ok((m.name.clone(), run_resource(w, &f, m)?.0)))
+                .map(|m| {
+                    let c = current_run(&state, w, &f, m)?;
+                    Ok((m.name.clone(), (*c.value).clone()))
+                })
                 .collect::<Result<Vec<_>, Problem>>()
         })
         .await?;
@@ -149,14 +246,19 @@ pub(super) async fn show(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
+    // Between steps, the answer is the one computed at the current version: no engine call.
+    if let Some(hit) = st.cached_run(&name, st.daemon.version()) {
+        return Ok(cached_response(&hit, &headers));
+    }
     let f = fleet.clone();
-    let (v, etag) = st
+    let state = st.clone();
+    let c = st
         .engine(move |w| {
             let meta = find(w, &name)?;
-            run_resource(w, &f, &meta)
+            current_run(&state, w, &f, &meta)
         })
         .await?;
-    Ok(respond(StatusCode::OK, &etag, &v))
+    Ok(cached_response(&c, &headers))
 }
 
 pub(super) async fn put(

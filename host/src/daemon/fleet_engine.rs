@@ -10,6 +10,7 @@ use crate::store::{
     Step, Store, StoreError,
 };
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use waverun_core::{Command, Event, Observation, RunStatus, Timestamp};
 
@@ -94,6 +95,8 @@ pub struct FleetEngine {
     /// go out with the next step's.
     recovered: Vec<String>,
     metrics: Arc<Metrics>,
+    /// Moves on with every committed step (and every rebuild): what the API's caches key on.
+    version: Arc<AtomicU64>,
 }
 
 fn event_row(e: &Event) -> NewEvent {
@@ -136,10 +139,22 @@ impl FleetEngine {
             steps: 0,
             recovered: Vec::new(),
             metrics: Arc::new(Metrics::new()),
+            version: Arc::new(AtomicU64::new(0)),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let applied = engine.commit(init.events, None, Extras::default())?;
         Ok((engine, applied))
+    }
+
+    /// The state's version: it moves on with every committed step, so anything computed from
+    /// the engine at one version is still true while it has not moved.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    /// A handle on [`FleetEngine::version`] for other threads.
+    pub fn version_handle(&self) -> Arc<AtomicU64> {
+        self.version.clone()
     }
 
     /// The daemon's measurements (commit and plugin call latencies, recorded here).
@@ -331,6 +346,7 @@ impl FleetEngine {
     /// Rebuilds the instance from the committed state.
     fn rebuild(&mut self) -> Result<InitReport, DaemonError> {
         self.recoveries += 1;
+        self.version.fetch_add(1, Ordering::SeqCst);
         self.pending.take();
         let report = self.instance.recover().map_err(DaemonError::plugin)?;
         let kept = self.pending.take();
@@ -403,6 +419,7 @@ impl FleetEngine {
         match committed {
             Ok(c) => {
                 self.steps += 1;
+                self.version.fetch_add(1, Ordering::SeqCst);
                 let events = events
                     .into_iter()
                     .zip(c.first_event_seq.unwrap_or(0)..)

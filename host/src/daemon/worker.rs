@@ -427,6 +427,7 @@ fn request_of(op: &OperationRow) -> Result<(ClusterTarget, UpgradeRequest), Stri
 pub struct Daemon {
     tx: Sender<Msg>,
     events: tokio::sync::watch::Receiver<u64>,
+    version: Arc<std::sync::atomic::AtomicU64>,
     thread: Option<JoinHandle<Result<(), DaemonError>>>,
 }
 
@@ -450,6 +451,7 @@ impl Daemon {
         let worker_tx = tx.clone();
         let last = engine.stored().last_event_seq().unwrap_or(0);
         let (events, events_rx) = tokio::sync::watch::channel(last);
+        let version = engine.version_handle();
         let thread = std::thread::Builder::new()
             .name("waverun-engine".to_string())
             .spawn(move || {
@@ -476,6 +478,7 @@ impl Daemon {
         Daemon {
             tx,
             events: events_rx,
+            version,
             thread: Some(thread),
         }
     }
@@ -483,6 +486,11 @@ impl Daemon {
     /// The last committed event's sequence number, changed after every step with events.
     pub fn events(&self) -> tokio::sync::watch::Receiver<u64> {
         self.events.clone()
+    }
+
+    /// The engine state's version ([`FleetEngine::version`]), read without the engine thread.
+    pub fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Runs `f` on the engine thread and waits for its answer.

@@ -293,6 +293,11 @@ impl MemoryPersistence {
     pub fn new() -> MemoryPersistence {
         MemoryPersistence::default()
     }
+    /// The snapshot, if one was written: its journal `seq` and bytes.
+    pub fn snapshot(&self) -> Option<(u64, Vec<u8>)> {
+        lock(&self.0).snapshot.clone()
+    }
+
     /// Journal records kept (those after the snapshot).
     pub fn journal_len(&self) -> usize {
         lock(&self.0).journal.len()
@@ -321,6 +326,10 @@ impl MemoryPersistence {
             .iter()
             .map(|r| String::from_utf8_lossy(&r.1).into_owned())
             .collect()
+    }
+    /// The journal records kept, with their `seq`.
+    pub fn journal(&self) -> Vec<(u64, Vec<u8>)> {
+        lock(&self.0).journal.clone()
     }
     /// Makes every append fail (a full disk) until called with `false`.
     pub fn fail_appends(&self, fail: bool) {

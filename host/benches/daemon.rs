@@ -1,0 +1,574 @@
+//! The daemon's performance targets (issue 9), measured against the real binary on loopback —
+//! this bench process is the client and load generator, `waverun serve` a child process:
+//!
+//! 1. cold start to ready: the first start (the engine module compiled and cached), then
+//!    restarts with the module cached;
+//! 2. `GET /updateRuns/{name}` of a 10,000-member run at 1,000 requests/s, open loop (latency
+//!    counted from each request's scheduled time, so a slow server cannot hide its queue);
+//! 3. a member whose maintenance window opens at T starts within 1 s of T (real time);
+//! 4. restart with 100,000 journal records since the last snapshot, to ready;
+//! 5. fsyncs per engine step (strace, when it is installed) and the journal commit latency
+//!    histogram from `/metrics`.
+//!
+//! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
+//! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync).
+//! Figures are printed; nothing is asserted (shared machines are noisy).
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_waverun");
+
+struct Daemon {
+    child: Child,
+    base: String,
+    root: String,
+}
+
+impl Daemon {
+    /// Starts `waverun serve ARGS`; returns it and the time from spawn to `/readyz` = 200.
+    fn start(args: &[&str], cache: &Path, log: &Path) -> (Daemon, Duration) {
+        let began = Instant::now();
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("WAVERUN_CACHE_DIR", cache)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("the release binary runs");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        let mut reader = BufReader::new(stdout);
+        reader.read_line(&mut line).unwrap();
+        std::thread::spawn(move || for _ in reader.lines() {});
+        let addr = line
+            .split("on http://")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no address in {line:?}: see {}", log.display()))
+            .to_string();
+        let root = format!("http://{addr}");
+        let agent = agent();
+        loop {
+            if let Ok(r) = agent.get(format!("{root}/readyz")).call() {
+                if r.status() == 200 {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let ready = began.elapsed();
+        let base = format!("{root}/api/v1/fleets/default");
+        (Daemon { child, base, root }, ready)
+    }
+
+    fn stop(mut self) {
+        // SAFETY: kill(2) signals the child this bench started.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+
+    fn put(&self, path: &str, body: &Value) -> Value {
+        send(&agent(), "PUT", &format!("{}{path}", self.base), Some(body))
+    }
+
+    fn post(&self, path: &str) -> Value {
+        send(&agent(), "POST", &format!("{}{path}", self.base), None)
+    }
+
+    fn get(&self, path: &str) -> Value {
+        send(&agent(), "GET", &format!("{}{path}", self.base), None)
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .into()
+}
+
+fn send(agent: &ureq::Agent, method: &str, url: &str, body: Option<&Value>) -> Value {
+    let req = ureq::http::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(body.map(|b| b.to_string()).unwrap_or_default())
+        .unwrap();
+    let mut r = agent
+        .run(req)
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    if r.status().as_u16() >= 400 {
+        panic!("{method} {url}: {} {v}", r.status());
+    }
+    v
+}
+
+fn member(i: usize, window: Option<&Value>) -> Value {
+    let mut m = json!({
+        "name": format!("m{i:05}"),
+        "region": "eastus",
+        "labels": {"env": "prod"},
+        "kubernetesVersion": "1.33.2",
+        "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
+        "behavior": {"upgradeMinutes": 600},
+    });
+    if let Some(w) = window {
+        m["maintenance"] = json!({ "kubernetes": w });
+    }
+    m
+}
+
+fn fleet_file(dir: &Path, members: Vec<Value>) -> PathBuf {
+    let since = json!({"*": "2026-01-01T00:00:00Z"});
+    let file = json!({
+        "members": members,
+        "releases": {
+            "kubernetes": [{"version": "1.34.1", "available": since}],
+            "nodeImages": [
+                {"version": "AKSUbuntu-2204-202611.01.0", "available": since},
+                {"version": "AKSUbuntu-2204-202612.01.0", "available": since},
+            ],
+        },
+    });
+    let p = dir.join("fleet.json");
+    std::fs::write(&p, file.to_string()).unwrap();
+    p
+}
+
+/// One stage, one group of every `env=prod` member, 100 at a time.
+fn start_run(d: &Daemon) {
+    d.put(
+        "/updateStrategies/all",
+        &json!({"properties": {"strategy": {"stages": [{"name": "all", "groups": [
+            {"name": "prod", "memberSelector": {"byLabel": "env=prod"}, "maxConcurrency": "100"}
+        ]}]}}}),
+    );
+    d.put(
+        "/updateRuns/r1",
+        &json!({"properties": {
+            "updateStrategyId": "/fleets/default/updateStrategies/all",
+            "managedClusterUpdate": {"upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
+                                     "nodeImageSelection": {"type": "Latest"}}}}),
+    );
+    d.post("/updateRuns/r1/start");
+}
+
+/// The wall clock (chrono is built here without its clock feature).
+fn utc_now() -> chrono::DateTime<chrono::Utc> {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    chrono::DateTime::from_timestamp_millis(ms).unwrap()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn cold_start(dir: &Path, quick: bool) {
+    println!("== 1. cold start to ready (the example fleet, 14 members)");
+    let cache = dir.join("cache-cold");
+    let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-rollout.yaml");
+    let data = dir.join("data-cold");
+    let args = [
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+    ];
+    let (d, first) = Daemon::start(&args, &cache, &dir.join("cold-0.log"));
+    d.stop();
+    println!(
+        "first start (module compiled, data dir created): {}",
+        ms(first)
+    );
+    let mut times = Vec::new();
+    for i in 0..if quick { 3 } else { 10 } {
+        let (d, t) = Daemon::start(&args, &cache, &dir.join(format!("cold-{}.log", i + 1)));
+        d.stop();
+        times.push(t);
+    }
+    times.sort();
+    println!(
+        "restarts with the module cached ({} runs): min {}, median {}, max {}   (target ≤ 300 ms; first ≤ 3 s)",
+        times.len(),
+        ms(times[0]),
+        ms(percentile(&times, 0.5)),
+        ms(*times.last().unwrap())
+    );
+}
+
+fn get_under_load(dir: &Path, cache: &Path, quick: bool) {
+    let n = if quick { 1_000 } else { 10_000 };
+    let rate = 1_000.0;
+    let seconds = if quick { 2.0 } else { 10.0 };
+    println!("== 2. GET /updateRuns/r1 of a {n}-member run at {rate} requests/s for {seconds} s");
+    let sub = dir.join("get");
+    std::fs::create_dir_all(&sub).unwrap();
+    let fleet = fleet_file(&sub, (0..n).map(|i| member(i, None)).collect());
+    let data = sub.join("data");
+    let args = [
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+    ];
+    let (d, ready) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    println!("ready after {} (registering {n} members)", ms(ready));
+    start_run(&d);
+    let url = format!("{}/updateRuns/r1", d.base);
+    let one = agent();
+    let began = Instant::now();
+    let body = send(&one, "GET", &url, None);
+    let single = began.elapsed();
+    let bytes = body.to_string().len();
+    let mut gz = one
+        .get(&url)
+        .header("accept-encoding", "gzip")
+        .call()
+        .unwrap();
+    let gz_bytes = gz.body_mut().read_to_vec().unwrap().len();
+    println!(
+        "one GET alone (computed): {} ({} KiB of JSON, {} KiB gzipped; the load below asks for gzip)",
+        ms(single),
+        bytes / 1024,
+        gz_bytes / 1024
+    );
+    let threads = 32;
+    let total = (rate * seconds) as usize;
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let start = Instant::now() + Duration::from_millis(200);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let a = agent();
+                let mut lat = Vec::new();
+                let mut i = t;
+                while i < total {
+                    let due = start + interval * i as u32;
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let r = a.get(&url).header("accept-encoding", "gzip").call();
+                    if let Ok(mut r) = r {
+                        let _ = r.body_mut().read_to_vec();
+                    }
+                    lat.push(Instant::now().saturating_duration_since(due));
+                    i += threads;
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat: Vec<Duration> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let wall = start.elapsed();
+    lat.sort();
+    println!(
+        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   (target p99 ≤ 10 ms)",
+        lat.len(),
+        wall.as_secs_f64(),
+        lat.len() as f64 / wall.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(*lat.last().unwrap())
+    );
+    d.stop();
+}
+
+fn window_start(dir: &Path, cache: &Path) {
+    println!("== 3. a member whose maintenance window opens at T starts within 1 s of T");
+    let sub = dir.join("window");
+    std::fs::create_dir_all(&sub).unwrap();
+    // The next whole minute at least 5 s away (windows start on minutes).
+    let now = utc_now();
+    let t = now
+        + chrono::Duration::seconds(
+            65 - i64::from(now.format("%S").to_string().parse::<u8>().unwrap()),
+        );
+    let t = t.with_timezone(&chrono::Utc);
+    let start_time = t.format("%H:%M").to_string();
+    let window = json!({"schedule": {"daily": {"intervalDays": 1}}, "durationHours": 4, "startTime": start_time});
+    let fleet = fleet_file(&sub, vec![member(0, Some(&window))]);
+    let data = sub.join("data");
+    let args = [
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+    ];
+    let (d, _) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    start_run(&d);
+    let opens = t.format("%Y-%m-%dT%H:%M:00Z").to_string();
+    let opens_at = chrono::DateTime::parse_from_rfc3339(&opens).unwrap();
+    println!("the window opens at {opens}; waiting");
+    let mut after = 0;
+    loop {
+        let page = d.get(&format!("/events?after={after}&$top=1000"));
+        let mut seen = None;
+        for e in page["value"].as_array().cloned().unwrap_or_default() {
+            after = e["seq"].as_u64().unwrap();
+            if e["kind"] == "MemberStarted" {
+                seen = Some(e);
+            }
+        }
+        if let Some(e) = seen {
+            let real = utc_now();
+            let at = chrono::DateTime::parse_from_rfc3339(e["at"].as_str().unwrap()).unwrap();
+            println!(
+                "MemberStarted at {} ({} after T); seen by this client {} after T   (target ≤ 1 s)",
+                e["at"],
+                ms((at - opens_at).to_std().unwrap_or_default()),
+                ms((real.fixed_offset() - opens_at)
+                    .to_std()
+                    .unwrap_or_default())
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    d.stop();
+}
+
+/// The guest's storage in memory, keeping every record (the store compacts them itself).
+#[derive(Clone, Default)]
+struct KeepAll(std::sync::Arc<std::sync::Mutex<KeptRecords>>);
+
+#[derive(Default)]
+struct KeptRecords {
+    journal: Vec<(u64, Vec<u8>)>,
+    snapshot: Option<(u64, Vec<u8>)>,
+}
+
+impl waverun_host::runtime::Persistence for KeepAll {
+    fn append(&mut self, seq: u64, record: &[u8]) -> std::io::Result<()> {
+        self.0.lock().unwrap().journal.push((seq, record.to_vec()));
+        Ok(())
+    }
+    fn write_snapshot(&mut self, journal_seq: u64, snapshot: &[u8]) -> std::io::Result<()> {
+        self.0.lock().unwrap().snapshot = Some((journal_seq, snapshot.to_vec()));
+        Ok(())
+    }
+    fn read_snapshot(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .snapshot
+            .as_ref()
+            .map(|s| s.1.clone()))
+    }
+    fn read_journal(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
+        let k = self.0.lock().unwrap();
+        let after = k.snapshot.as_ref().map_or(0, |s| s.0);
+        Ok(k.journal
+            .iter()
+            .filter(|r| r.0 > after)
+            .map(|r| r.1.clone())
+            .collect())
+    }
+}
+
+fn restart_with_journal(dir: &Path, cache: &Path, quick: bool) {
+    use waverun_host::runtime::{
+        InstanceConfig, ManualClock, PluginHost, PluginRuntime, QueueProvider, RuntimeConfig,
+    };
+    use waverun_host::store::{JournalRecord, SnapshotRecord, SqliteStore, Step, Store};
+    let (members, records) = if quick {
+        (10_000, 10_000)
+    } else {
+        (60_000, 100_000)
+    };
+    println!(
+        "== 4. restart with {records} journal records since the last snapshot ({members} members)"
+    );
+    let sub = dir.join("journal");
+    std::fs::create_dir_all(sub.join("data")).unwrap();
+    // Write the journal with the plugin itself, in memory (no fsync per record), then store it.
+    let rt = PluginRuntime::new(RuntimeConfig::with_cache(cache.to_path_buf())).unwrap();
+    let module = rt.load(waverun_host::runtime::EMBEDDED_PLUGIN).unwrap();
+    let persistence = KeepAll::default();
+    let clock = ManualClock::new(1_796_000_000_000);
+    let host = PluginHost::new(clock.clone(), QueueProvider::new(), persistence.clone());
+    let mut p = module.instantiate(host, InstanceConfig::default()).unwrap();
+    p.init().unwrap();
+    let began = Instant::now();
+    for i in 0..members {
+        let mut m = member(i, None);
+        m.as_object_mut().unwrap().remove("behavior");
+        let c = serde_json::from_value(json!({"type": "upsertMember", "member": m})).unwrap();
+        p.command(&c).unwrap();
+    }
+    p.request(&json!({"type": "snapshot"})).unwrap();
+    for _ in 0..records {
+        clock.advance_ms(1);
+        let c = serde_json::from_value(json!({"type": "setFreezes", "freezes": []})).unwrap();
+        p.command(&c).unwrap();
+    }
+    let (seq, snapshot, journal) = {
+        let mut k = persistence.0.lock().unwrap();
+        let (seq, snapshot) = k.snapshot.take().expect("a snapshot");
+        (seq, snapshot, std::mem::take(&mut k.journal))
+    };
+    let after = journal.iter().filter(|r| r.0 > seq).count();
+    println!(
+        "prepared in {:.1} s: snapshot at seq {seq} ({} KiB), {after} records after it",
+        began.elapsed().as_secs_f64(),
+        snapshot.len() / 1024,
+    );
+    let db = sub.join("data/waverun.db");
+    let mut store = SqliteStore::open(&db).unwrap();
+    store.set_meta("fleet", "default").unwrap();
+    let all = Step {
+        journal: journal
+            .into_iter()
+            .map(|(seq, record)| JournalRecord {
+                seq,
+                now_ms: None,
+                record,
+            })
+            .collect(),
+        ..Step::default()
+    };
+    store.commit(&all).unwrap();
+    let snapshot_step = Step {
+        snapshot: Some(SnapshotRecord {
+            journal_seq: seq,
+            module_hash: module.sha256().to_string(),
+            bytes: snapshot,
+        }),
+        ..Step::default()
+    };
+    store.commit(&snapshot_step).unwrap();
+    store.close().unwrap();
+    drop(p);
+    let data = sub.join("data");
+    let args = ["--data-dir", data.to_str().unwrap()];
+    let (d, ready) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    println!("ready after {}   (target ≤ 2 s)", ms(ready));
+    d.stop();
+}
+
+fn fsyncs(dir: &Path, cache: &Path) {
+    println!("== 5. fsyncs per engine step, and the journal commit latency");
+    let sub = dir.join("fsync");
+    std::fs::create_dir_all(&sub).unwrap();
+    let fleet = fleet_file(&sub, (0..50).map(|i| member(i, None)).collect());
+    let data = sub.join("data");
+    let args = [
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+    ];
+    let (d, _) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    let steps = 200;
+    let strace = Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-p"])
+        .arg(d.child.id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    std::thread::sleep(Duration::from_millis(500));
+    for i in 0..steps {
+        d.put(
+            &format!("/updateStrategies/s{i}"),
+            &json!({"properties": {"strategy": {"stages": [{"name": "a", "groups": [{"name": "g"}]}]}}}),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    match strace {
+        Ok(mut s) => {
+            // SAFETY: signals the strace child this bench started.
+            unsafe {
+                libc::kill(s.id() as i32, libc::SIGINT);
+            }
+            let mut out = String::new();
+            let _ = std::io::Read::read_to_string(s.stderr.as_mut().unwrap(), &mut out);
+            let _ = s.wait();
+            let calls: u64 = out
+                .lines()
+                .filter(|l| l.contains("fsync") || l.contains("fdatasync"))
+                .filter_map(|l| {
+                    l.split_whitespace()
+                        .nth(3)
+                        .and_then(|c| c.parse::<u64>().ok())
+                })
+                .sum();
+            println!(
+                "{steps} steps (PUT updateStrategies): {calls} fsync/fdatasync calls = {:.2} per step   (target ≤ 1)",
+                calls as f64 / steps as f64
+            );
+        }
+        Err(e) => println!("strace is not installed ({e}): fsyncs not counted"),
+    }
+    let metrics = ureq::get(format!("{}/metrics", d.root))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    println!("journal commit latency (seconds, cumulative buckets):");
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("waverun_journal_commit_seconds"))
+    {
+        println!("  {l}");
+    }
+    d.stop();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `-- get journal` runs only those parts (cold, get, window, journal, fsync).
+    let named: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let part = |p: &str| named.is_empty() || named.contains(&p);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    if part("cold") {
+        cold_start(dir.path(), quick);
+    }
+    if part("get") {
+        get_under_load(dir.path(), &cache, quick);
+    }
+    if part("window") && !(quick && named.is_empty()) {
+        window_start(dir.path(), &cache);
+    }
+    if part("journal") {
+        restart_with_journal(dir.path(), &cache, quick);
+    }
+    if part("fsync") {
+        fsyncs(dir.path(), &cache);
+    }
+}
