@@ -67,6 +67,18 @@ impl Daemon {
         (Daemon { child, base, root }, ready)
     }
 
+    /// `serve --data-dir DIR/data --fleet FLEET`, its stderr in `log`.
+    fn serve(dir: &Path, fleet: &Path, cache: &Path, log: &Path) -> (Daemon, Duration) {
+        let data = dir.join("data");
+        let args = [
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--fleet",
+            fleet.to_str().unwrap(),
+        ];
+        Daemon::start(&args, cache, log)
+    }
+
     fn stop(mut self) {
         // SAFETY: kill(2) signals the child this bench started.
         unsafe {
@@ -226,14 +238,7 @@ fn get_under_load(dir: &Path, cache: &Path, quick: bool) {
     let sub = dir.join("get");
     std::fs::create_dir_all(&sub).unwrap();
     let fleet = fleet_file(&sub, (0..n).map(|i| member(i, None)).collect());
-    let data = sub.join("data");
-    let args = [
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--fleet",
-        fleet.to_str().unwrap(),
-    ];
-    let (d, ready) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    let (d, ready) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve.log"));
     println!("ready after {} (registering {n} members)", ms(ready));
     start_run(&d);
     let url = format!("{}/updateRuns/r1", d.base);
@@ -313,14 +318,7 @@ fn window_start(dir: &Path, cache: &Path) {
     let start_time = t.format("%H:%M").to_string();
     let window = json!({"schedule": {"daily": {"intervalDays": 1}}, "durationHours": 4, "startTime": start_time});
     let fleet = fleet_file(&sub, vec![member(0, Some(&window))]);
-    let data = sub.join("data");
-    let args = [
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--fleet",
-        fleet.to_str().unwrap(),
-    ];
-    let (d, _) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    let (d, _) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve.log"));
     start_run(&d);
     let opens = t.format("%Y-%m-%dT%H:%M:00Z").to_string();
     let opens_at = chrono::DateTime::parse_from_rfc3339(&opens).unwrap();
@@ -477,14 +475,7 @@ fn fsyncs(dir: &Path, cache: &Path) {
     let sub = dir.join("fsync");
     std::fs::create_dir_all(&sub).unwrap();
     let fleet = fleet_file(&sub, (0..50).map(|i| member(i, None)).collect());
-    let data = sub.join("data");
-    let args = [
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--fleet",
-        fleet.to_str().unwrap(),
-    ];
-    let (d, _) = Daemon::start(&args, cache, &sub.join("serve.log"));
+    let (d, _) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve.log"));
     let steps = 200;
     let strace = Command::new("strace")
         .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-p"])

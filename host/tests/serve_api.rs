@@ -63,6 +63,22 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// The scenario's strategy as `rollout`, and its run as `r1` (not started).
+    fn create_run(&self, s: &Scenario) {
+        let r = self.call(
+            "PUT",
+            "/updateStrategies/rollout",
+            None,
+            &[],
+            Some(&strategy_body(s)),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let r = self.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(s)));
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(s) = self.server.take() {
@@ -623,14 +639,7 @@ fn the_event_stream_resumes_after_the_last_id_without_gaps_or_repeats() {
 fn plan_forecast_retry_freezes_releases_and_simulate_answer_over_http() {
     let d = Daemon::start(&[]);
     let s = scenario();
-    d.call(
-        "PUT",
-        "/updateStrategies/rollout",
-        None,
-        &[],
-        Some(&strategy_body(&s)),
-    );
-    d.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(&s)));
+    d.create_run(&s);
     // The plan: members per stage and group, and the gate that needs a human.
     let plan = d.get("/updateRuns/r1/plan", None);
     assert_eq!(plan.status, 200, "{}", plan.body);
@@ -978,14 +987,7 @@ fn stored_state(d: &Daemon) -> Vec<Value> {
 fn bad_input_at_every_endpoint_is_a_problem_naming_the_field_and_changes_nothing() {
     let d = Daemon::start(&[]);
     let s = scenario();
-    d.call(
-        "PUT",
-        "/updateStrategies/rollout",
-        None,
-        &[],
-        Some(&strategy_body(&s)),
-    );
-    d.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(&s)));
+    d.create_run(&s);
     let before = stored_state(&d);
     let with_stage =
         |stage: Value| json!({"properties": {"strategy": {"stages": [stage]}}}).to_string();

@@ -149,6 +149,16 @@ pub(super) fn respond(status: StatusCode, etag: &str, body: &Value) -> Response 
     r
 }
 
+/// A PUT's answer: `201` when it created the resource, else `200`, with its ETag.
+pub(super) fn put_response(created: bool, etag: &str, body: &Value) -> Response {
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    respond(status, etag, body)
+}
+
 /// The audit entry of a request (outcome `ok`; the engine sets a refusal's code).
 pub(super) fn audit(caller: &Caller, action: &str, target: &str, request_id: &str) -> NewAudit {
     NewAudit {
@@ -229,6 +239,49 @@ pub(super) async fn show_stored(
         })
         .await?;
     Ok(respond(StatusCode::OK, &etag, &v))
+}
+
+/// `DELETE /{kind}/{name}` of a resource whose properties are stored as written: 404 unless it
+/// exists, 412 unless `If-Match` holds (both audited), then `command` with the resource's
+/// removal in one step. `what` names the kind in a 404.
+pub(super) async fn delete_stored(
+    st: &ApiState,
+    fleet: &str,
+    name: String,
+    headers: &HeaderMap,
+    kind: &'static str,
+    what: &'static str,
+    command: waverun_core::Command,
+) -> Result<Response, Problem> {
+    let caller = st.caller(fleet, headers, Need::Operate)?;
+    let pre = Preconditions::of(headers);
+    let request_id = st.request_id(headers);
+    let target = resource_id(fleet, kind, &name);
+    st.engine(move |w| {
+        let entry = audit(&caller, &format!("{kind}.delete"), &target, &request_id);
+        let existing = w
+            .engine()
+            .stored()
+            .resource(kind, &name)
+            .map_err(store_problem)?;
+        let check = match &existing {
+            None => Err(Problem::not_found(what, &name)),
+            Some(m) => pre.check(Some(&etag_of(&stored_body(m)))),
+        };
+        if let Err(p) = check {
+            return Err(refuse(w, entry, p));
+        }
+        let extras = Extras {
+            audit: Some(entry),
+            deleted_resources: vec![(kind.to_string(), name.clone())],
+            ..Extras::default()
+        };
+        w.command_step(&command, extras)
+            .map_err(|e| Problem::daemon(&e, &super::problem::under_properties))?;
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// A store read failed: 503, nothing changed.

@@ -4,7 +4,7 @@
 //! describes the cluster through its provider first (off the engine thread), then registers it
 //! in one step; a cluster the provider does not know is refused at `clusterRef`.
 
-use super::envelope::{self, audit, list_stored, refuse, respond, show_stored};
+use super::envelope::{self, audit, delete_stored, list_stored, refuse, show_stored};
 use super::envelope::{store_problem, stored_body, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
@@ -14,7 +14,7 @@ use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
@@ -243,12 +243,7 @@ async fn write(
             Ok((existing.is_none(), v, etag))
         })
         .await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(respond(status, &etag, &v))
+    Ok(envelope::put_response(created, &etag, &v))
 }
 
 pub(super) async fn delete(
@@ -256,33 +251,6 @@ pub(super) async fn delete(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Operate)?;
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
-    st.engine(move |w| {
-        let entry = audit(&caller, "members.delete", &target, &request_id);
-        let existing = w
-            .engine()
-            .stored()
-            .resource(KIND, &name)
-            .map_err(store_problem)?;
-        let check = match &existing {
-            None => Err(Problem::not_found("member", &name)),
-            Some(m) => pre.check(Some(&envelope::etag_of(&stored_body(m)))),
-        };
-        if let Err(p) = check {
-            return Err(refuse(w, entry, p));
-        }
-        let extras = Extras {
-            audit: Some(entry),
-            deleted_resources: vec![(KIND.to_string(), name.clone())],
-            ..Extras::default()
-        };
-        w.command_step(&Command::DeleteMember { name }, extras)
-            .map_err(|e| Problem::daemon(&e, &under_properties))?;
-        Ok(())
-    })
-    .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let command = Command::DeleteMember { name: name.clone() };
+    delete_stored(&st, &fleet, name, &headers, KIND, "member", command).await
 }

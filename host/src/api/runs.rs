@@ -349,12 +349,7 @@ pub(super) async fn put(
             Ok((existing.is_none(), v, etag))
         })
         .await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(respond(status, &etag, &v))
+    Ok(envelope::put_response(created, &etag, &v))
 }
 
 /// `POST /updateRuns/{name}/skip`'s body.

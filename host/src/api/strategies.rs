@@ -1,6 +1,7 @@
 //! `updateStrategies`: stored strategies (`properties.strategy`), read back as written.
 
-use super::envelope::{self, audit, envelope, list_stored, refuse, respond, show_stored};
+use super::envelope::show_stored;
+use super::envelope::{self, audit, delete_stored, envelope, list_stored, refuse};
 use super::envelope::{store_problem, stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
@@ -8,8 +9,8 @@ use crate::daemon::Extras;
 use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde_json::json;
 use std::sync::Arc;
 use waverun_core::document::{self, Document, Format};
@@ -87,12 +88,7 @@ pub(super) async fn put(
             Ok((existing.is_none(), v, etag))
         })
         .await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(respond(status, &etag, &v))
+    Ok(envelope::put_response(created, &etag, &v))
 }
 
 pub(super) async fn delete(
@@ -100,33 +96,15 @@ pub(super) async fn delete(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Operate)?;
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
-    st.engine(move |w| {
-        let entry = audit(&caller, "updateStrategies.delete", &target, &request_id);
-        let existing = w
-            .engine()
-            .stored()
-            .resource(KIND, &name)
-            .map_err(store_problem)?;
-        let check = match &existing {
-            None => Err(Problem::not_found("update strategy", &name)),
-            Some(m) => pre.check(Some(&envelope::etag_of(&stored_body(m)))),
-        };
-        if let Err(p) = check {
-            return Err(refuse(w, entry, p));
-        }
-        let extras = Extras {
-            audit: Some(entry),
-            deleted_resources: vec![(KIND.to_string(), name.clone())],
-            ..Extras::default()
-        };
-        w.command_step(&Command::DeleteStrategy { name }, extras)
-            .map_err(|e| Problem::daemon(&e, &under_properties))?;
-        Ok(())
-    })
-    .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let command = Command::DeleteStrategy { name: name.clone() };
+    delete_stored(
+        &st,
+        &fleet,
+        name,
+        &headers,
+        KIND,
+        "update strategy",
+        command,
+    )
+    .await
 }
