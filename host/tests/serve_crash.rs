@@ -263,6 +263,21 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
     seen.read_events(&life.api, true);
     let seqs: Vec<u64> = seen.events.keys().copied().collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    // Nothing lost, nothing twice: each member started and completed once in the event log
+    // (traps included: a trapped step's events come from its replay).
+    for kind in ["MemberStarted", "MemberCompleted"] {
+        let mut per_member: BTreeMap<String, u32> = BTreeMap::new();
+        for e in seen.events.values().filter(|e| e["kind"] == kind) {
+            *per_member
+                .entry(e["member"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+        assert_eq!(per_member.len(), MEMBERS, "{kind}: every member");
+        assert!(
+            per_member.values().all(|n| *n == 1),
+            "{kind}: once each: {per_member:?}"
+        );
+    }
 
     // A clean stop, then the simulated platform's own record: one operation per member.
     // SAFETY: kill(2) signals the child we started; no memory is involved.

@@ -92,7 +92,7 @@ test('envelopes and error codes', () => {
   assert.equal(g.wake().error.code, 'NotInitialized');
   assert.equal(g.nextWakeup(), null);
   const init = g.init();
-  assert.deepEqual(init, { v: 1, ok: true, result: { journalSeq: 0, replayed: 0, inFlight: 0, events: [] } });
+  assert.deepEqual(init, { v: 1, ok: true, result: { journalSeq: 0, replayed: 0, inFlight: 0, events: [], lastRecordEvents: [] } });
   assert.equal(g.init().error.code, 'InvalidState');
   assert.equal(g.call('waverun_request', 'not json').error.code, 'BadEnvelope');
   assert.equal(g.call('waverun_request', { request: { type: 'ping' } }).error.code, 'BadEnvelope');

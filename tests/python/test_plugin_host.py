@@ -96,7 +96,7 @@ class Envelopes(unittest.TestCase):
         self.assertEqual(g.request({"type": "ping"}), {"v": 1, "ok": True, "result": {}})
         self.assertEqual(g.request({"type": "runs"})["error"]["code"], "NotInitialized")
         self.assertIsNone(g.next_wakeup())
-        self.assertEqual(g.init()["result"], {"journalSeq": 0, "replayed": 0, "inFlight": 0, "events": []})
+        self.assertEqual(g.init()["result"], {"journalSeq": 0, "replayed": 0, "inFlight": 0, "events": [], "lastRecordEvents": []})
         self.assertEqual(g.init()["error"]["code"], "InvalidState")
         self.assertEqual(g.call("waverun_request", "{")["error"]["code"], "BadEnvelope")
         self.assertEqual(g.call("waverun_request", {"v": 3, "request": {"type": "ping"}})["error"]["code"],

@@ -638,13 +638,20 @@ impl<H: HostImports> Guest<H> {
         });
 
         let replayed = records.len();
-        for r in records {
+        // The events of the last record replayed: a host whose step for it never committed
+        // (the guest trapped between journaling the input and answering) records them.
+        let mut last_record_events = Vec::new();
+        for (i, r) in records.into_iter().enumerate() {
             let a = self.active.as_mut().expect("initialised");
             a.seq = r.seq;
             // Replayed, not live: what it starts was submitted when it was first applied.
             let (engine, mut around) = a.surroundings(&mut self.host, false);
             let _ = drive::deliver(engine, &mut around, r.now, r.input);
+            if i + 1 == replayed {
+                last_record_events = around.events;
+            }
         }
+        mark_events(&mut last_record_events);
         self.forget_finished_operations();
 
         // Every operation in flight: does the host know it?
@@ -696,10 +703,11 @@ impl<H: HostImports> Guest<H> {
             ),
         );
         Ok(format!(
-            "{{\"journalSeq\":{},\"replayed\":{replayed},\"inFlight\":{},\"events\":{}}}",
+            "{{\"journalSeq\":{},\"replayed\":{replayed},\"inFlight\":{},\"events\":{},\"lastRecordEvents\":{}}}",
             a.seq,
             in_flight.len(),
-            serde_json::to_string(&events).expect("events serialise")
+            serde_json::to_string(&events).expect("events serialise"),
+            serde_json::to_string(&last_record_events).expect("events serialise")
         ))
     }
 

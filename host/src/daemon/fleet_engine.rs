@@ -97,6 +97,9 @@ pub struct FleetEngine {
     metrics: Arc<Metrics>,
     /// Moves on with every committed step (and every rebuild): what the API's caches key on.
     version: Arc<AtomicU64>,
+    /// Events of an input whose step trapped after journaling it, from the replay: they go in
+    /// the next commit.
+    replayed_events: Vec<Event>,
 }
 
 fn event_row(e: &Event) -> NewEvent {
@@ -140,6 +143,7 @@ impl FleetEngine {
             recovered: Vec::new(),
             metrics: Arc::new(Metrics::new()),
             version: Arc::new(AtomicU64::new(0)),
+            replayed_events: Vec::new(),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let applied = engine.commit(init.events, None, Extras::default())?;
@@ -336,7 +340,12 @@ impl FleetEngine {
             let ids: Vec<String> = ids.collect();
             self.store.commit(&kept)?;
             self.recovered.extend(ids);
-            self.rebuild()?;
+            let report = self.rebuild()?;
+            if journaled {
+                // The input's step never committed its events: the replay's are recorded with
+                // the next commit (the one that answers this call).
+                self.replayed_events = report.last_record_events;
+            }
             if journaled {
                 return Ok(T::default());
             }
@@ -406,6 +415,12 @@ impl FleetEngine {
         extras: Extras,
     ) -> Result<Applied, DaemonError> {
         let mut step = self.pending.take();
+        let mut events = events;
+        if !self.replayed_events.is_empty() {
+            let mut all = std::mem::take(&mut self.replayed_events);
+            all.extend(events);
+            events = all;
+        }
         step.events = events.iter().map(event_row).collect();
         step.operation_updates.extend(done);
         step.audit = extras.audit.into_iter().collect();

@@ -119,6 +119,11 @@ pub struct InitReport {
     /// additive field, empty when the guest sends none.
     #[serde(default)]
     pub events: Vec<Event>,
+    /// The events the last replayed journal record caused: for a host whose step for that
+    /// record never committed (a trap between journaling the input and answering); a host that
+    /// committed them ignores these. Additive, empty from a guest that sends none.
+    #[serde(default)]
+    pub last_record_events: Vec<Event>,
 }
 
 /// The `nextWakeup` request's answer.
