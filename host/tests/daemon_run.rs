@@ -161,3 +161,63 @@ fn an_engine_abandoned_mid_run_finishes_it_after_a_restart_upgrading_each_member
     }
     fleet.daemon.shutdown().unwrap();
 }
+
+#[test]
+fn a_window_the_provider_reports_later_reaches_the_engine_s_member() {
+    use waverun_host::daemon::MemberBinding;
+    use waverun_host::providers::ClusterTarget;
+    let (_rt, plugin) = plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let s = scenario();
+    let fleet = start(&plugin, &dir.path().join("waverun.db"), &s, FAST);
+    let m = &s.members[0];
+    let target = ClusterTarget {
+        member: m.name.clone(),
+        cluster_ref: None,
+        region: Some(m.region.clone()),
+    };
+    let described = fleet.simulated.describe(&target).unwrap();
+    let binding = MemberBinding {
+        name: m.name.clone(),
+        provider: "simulated".to_string(),
+        cluster_ref: None,
+        cluster_resource_id: None,
+        group: m.group.clone(),
+        labels: m.labels.clone(),
+        long_term_support: false,
+    };
+    let snapshot = |daemon: &Daemon| -> String {
+        daemon
+            .call(|w| w.engine().query(&serde_json::json!({"type": "snapshot"})))
+            .unwrap()
+            .unwrap()
+            .to_string()
+    };
+    let (b, d) = (binding.clone(), described.clone());
+    fleet
+        .daemon
+        .call(move |w| {
+            w.register_member(&b, &d, "test", Default::default())
+                .map(|_| ())
+        })
+        .unwrap()
+        .unwrap();
+    assert!(!snapshot(&fleet.daemon).contains("Saturday"));
+    // The platform now reports a window: the next observation replaces the engine's member.
+    let mut later = described;
+    later.maintenance = Some(
+        serde_json::from_value(serde_json::json!({"kubernetes": {
+            "schedule": {"weekly": {"intervalWeeks": 1, "dayOfWeek": "Saturday"}},
+            "durationHours": 6, "startTime": "02:00"}}))
+        .unwrap(),
+    );
+    fleet
+        .daemon
+        .call(move |w| w.observed(&binding, &later))
+        .unwrap()
+        .unwrap();
+    assert!(
+        snapshot(&fleet.daemon).contains("Saturday"),
+        "the engine's member has the window"
+    );
+}

@@ -176,5 +176,32 @@ fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
         let v = api.get("/members/a", None).body;
         (v["properties"]["status"]["kubernetesVersion"] == "1.34.1").then_some(())
     });
+    // A window the platform reports later reaches the member (and the engine) at the next
+    // observation.
+    let window = json!({"kubernetes": {"schedule": {"weekly": {"intervalWeeks": 1, "dayOfWeek": "Saturday"}},
+                                       "durationHours": 6, "startTime": "02:00"}});
+    {
+        // Under the fake platform's own lock: it rewrites the file on every call.
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("clusters.json"))
+            .unwrap();
+        // SAFETY: flock(2) on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let mut text = String::new();
+        f.read_to_string(&mut text).unwrap();
+        let mut state: Value = serde_json::from_str(&text).unwrap();
+        state["clusters"]["a"]["maintenance"] = window.clone();
+        f.set_len(0).unwrap();
+        f.rewind().unwrap();
+        f.write_all(state.to_string().as_bytes()).unwrap();
+    } // closing the file releases the lock
+    eventually(30, "the member's window to be observed", || {
+        let v = api.get("/members/a", None).body;
+        (v["properties"]["status"]["maintenance"] == window).then_some(())
+    });
     server.shutdown().unwrap();
 }

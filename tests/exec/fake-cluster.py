@@ -13,7 +13,9 @@ Environment (set through the provider's `env` in waverun.yaml):
                         Ubuntu images, and a 1.35.0 preview)
 
 The state file: {"clusters": {ID: {"region", "version", "nodePools": [{"name", "os",
-"nodeImage": {"version"}}]}}, "operations": {KEY: {...}}}. Clusters not in the file are
+"nodeImage": {"version"}}], "maintenance"?, "labels"?}}, "operations": {KEY: {...}}}
+(`maintenance` in waverun's form, `{"kubernetes": {"schedule": ..., "durationHours": ...,
+"startTime": ...}}`). Clusters not in the file are
 created on first describe at 1.33.2 in the request's region.
 """
 import fcntl
@@ -110,6 +112,9 @@ def main():
             result = {"controlPlane": {"version": cluster["version"]},
                       "nodePools": cluster["nodePools"], "region": cluster["region"],
                       "powerState": "Running", "busy": busy}
+            for key in ("maintenance", "labels"):
+                if key in cluster:
+                    result[key] = cluster[key]
         elif operation == "start-upgrade":
             key = params["idempotencyKey"]
             op = state["operations"].get(key)

@@ -170,9 +170,9 @@ impl Worker {
         Ok(meta)
     }
 
-    /// What the provider says a registered member runs now: if its versions changed, the engine
-    /// observes it and its resource's status follows, in one step; otherwise only a changed
-    /// status (busy, labels) is written.
+    /// What the provider says a registered member is now, in one step with its resource's new
+    /// status: a changed window, region or label replaces the engine's member; changed versions
+    /// are observed; a change of `busy` alone is only written.
     pub fn observed(&mut self, binding: &MemberBinding, d: &Described) -> Result<(), String> {
         let existing = self
             .engine()
@@ -189,12 +189,27 @@ impl Worker {
             return Ok(());
         }
         let versions = |s: &Value| (s["kubernetesVersion"].clone(), s["nodePools"].clone());
+        let scheduling = |s: &Value| {
+            let keys = ["region", "maintenance", "labels"];
+            keys.map(|k| s[k].clone())
+        };
         let mut meta = meta;
         meta.last_modified_at = existing.last_modified_at.clone();
         let extras = Extras {
             resources: vec![meta],
             ..Extras::default()
         };
+        if scheduling(&before) != scheduling(&after) {
+            // Windows, region or labels changed: the engine's member is replaced (a changed
+            // window may unblock, or hold, a waiting member).
+            let command = Command::UpsertMember {
+                member: binding.member(d),
+            };
+            return self
+                .command_step(&command, extras)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
         if versions(&before) == versions(&after) {
             return self.engine().record(extras).map_err(|e| e.to_string());
         }
