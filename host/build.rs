@@ -1,10 +1,10 @@
 //! Builds the engine plugin (`bindings/plugin`, for `wasm32-unknown-unknown`) and embeds it, so
 //! that `cargo build --release -p waverun` alone gives a `waverun` that needs no other file.
 //!
-//! The plugin is built by a nested `cargo build --release` into `<target>/plugin-embed`: a
-//! target directory of its own (the outer build holds the lock on the outer one), shared by
-//! every profile of the outer build (dev, release, clippy), so it is compiled once and is fresh
-//! after that. `WAVERUN_EMBED_PLUGIN=FILE` embeds a prebuilt module instead (packagers).
+//! The plugin is built by a nested `cargo build --profile plugin-embed` (small: the daemon's
+//! first start compiles it) into `<target>/plugin-embed`: a target directory of its own (the
+//! outer build holds the lock on the outer one), shared by every profile of the outer build
+//! (dev, release, clippy), so it is compiled once and is fresh after that. `WAVERUN_EMBED_PLUGIN=FILE` embeds a prebuilt module instead (packagers).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -40,8 +40,14 @@ fn main() {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "--locked", "-p", "waverun-plugin"])
-        .args(["--target", "wasm32-unknown-unknown", "--target-dir"])
+        .args(["build", "--profile", "plugin-embed", "--locked"])
+        .args([
+            "-p",
+            "waverun-plugin",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--target-dir",
+        ])
         .arg(&target);
     // The outer build's settings are not the plugin's: its flags, its target, its jobserver,
     // clippy's driver.
@@ -72,7 +78,7 @@ fn main() {
         );
     }
     copy(
-        &target.join("wasm32-unknown-unknown/release/waverun_plugin.wasm"),
+        &target.join("wasm32-unknown-unknown/plugin-embed/waverun_plugin.wasm"),
         &dest,
     );
 }
