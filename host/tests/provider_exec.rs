@@ -1,18 +1,25 @@
 //! The exec provider's conformance list (`shared/spec/exec-provider.md`), against real child
 //! processes: the scripts in `tests/exec/` — a well-behaved fake cluster, and providers that
 //! hang, crash, print garbage, exit 0 with nothing, echo a secret to stderr, answer by exit code
-//! only, or speak another protocol version.
+//! only, or speak another protocol version. The daemon's side of the protocol (retry classes,
+//! `PreconditionFailed`, uncertain starts) runs the real engine thread over the fake cluster.
 
-use serde_json::Value;
+mod runtime_support;
+
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use waverun_core::{PoolImage, UpgradeType};
+use waverun_core::state::MemberStatus;
+use waverun_core::{Command, PoolImage, State, UpgradeType};
+use waverun_host::daemon::{Daemon, FleetClock, FleetEngine, Providers};
 use waverun_host::providers::{
     ClusterTarget, ExecConfig, ExecProvider, ExecTimeouts, OperationPhase, Provider,
-    ProviderErrorCode, SecretSource, UpgradeRequest,
+    ProviderErrorCode, SecretSource, UpgradeRequest, API_VERSION,
 };
+use waverun_host::runtime::InstanceConfig;
+use waverun_host::store::SqliteStore;
 
 fn script(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,6 +74,36 @@ impl Fixture {
 
     fn fake(&self) -> ExecProvider {
         ExecProvider::start(self.config("fake-cluster.py")).unwrap()
+    }
+
+    /// The fake cluster with `vars` set, logging every request.
+    fn fake_config(&self, vars: &[(&str, &str)]) -> ExecConfig {
+        let mut c = self.config("fake-cluster.py");
+        c.env.insert(
+            "FAKE_REQUEST_LOG".to_string(),
+            self.path("requests.jsonl").to_string_lossy().into_owned(),
+        );
+        for (k, v) in vars {
+            c.env.insert(k.to_string(), v.to_string());
+        }
+        c
+    }
+
+    /// The requests the fake cluster logged (`FAKE_REQUEST_LOG`), in order.
+    fn requests(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.path("requests.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The logged requests' operations (`capabilities` left out), in order.
+    fn operations(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .map(|r| r["operation"].as_str().unwrap().to_string())
+            .filter(|o| o != "capabilities")
+            .collect()
     }
 
     fn state(&self) -> Value {
@@ -379,4 +416,435 @@ fn the_environment_is_built_from_scratch() {
     assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
     assert!(!env.contains_key("CARGO_MANIFEST_DIR"));
     assert_eq!(env["CARGO_PKG_NAME"], "waverun");
+}
+
+#[test]
+fn capabilities_picks_the_highest_common_version_among_those_offered() {
+    let f = Fixture::new();
+    let offered = json!({"apiVersions": [
+        "exec.waverun.dev/v0", API_VERSION, "exec.waverun.dev/v2", "other.example/v1"
+    ]});
+    let c = f.fake_config(&[("FAKE_CAPABILITIES", &offered.to_string())]);
+    let p = ExecProvider::start(c).unwrap();
+    assert_eq!(p.api_version(), API_VERSION);
+    p.describe(&cluster("a")).unwrap();
+}
+
+#[test]
+fn malformed_capabilities_or_missing_required_operations_are_refused_at_start() {
+    let f = Fixture::new();
+    let cases = [
+        (json!({"maxConcurrency": 0}), "maxConcurrency"),
+        (json!({"maxConcurrency": "ten"}), "maxConcurrency"),
+        (json!({"upgradeTypes": "Full"}), "upgradeTypes"),
+        (json!({"operations": ["describe"]}), "start-upgrade"),
+    ];
+    for (caps, field) in cases {
+        let c = f.fake_config(&[("FAKE_CAPABILITIES", &caps.to_string())]);
+        let e = ExecProvider::start(c).err().expect("refused");
+        assert!(
+            e.contains("capabilities") && e.contains(field),
+            "{caps}: {e}"
+        );
+    }
+}
+
+#[test]
+fn an_operation_the_capabilities_do_not_list_is_unsupported_without_running_the_command() {
+    let f = Fixture::new();
+    let caps = json!({"operations": ["describe", "start-upgrade", "get-operation"]});
+    let p =
+        ExecProvider::start(f.fake_config(&[("FAKE_CAPABILITIES", &caps.to_string())])).unwrap();
+    let e = p.list_releases("westeurope").unwrap_err();
+    assert_eq!(e.code, ProviderErrorCode::Unsupported, "{e}");
+    assert!(e.message.contains("list-releases"), "{e}");
+    assert!(f.operations().is_empty(), "{:?}", f.operations());
+}
+
+#[test]
+fn an_upgrade_type_the_provider_does_not_support_is_refused_as_unsupported() {
+    let f = Fixture::new();
+    let caps = json!({"upgradeTypes": ["NodeImageOnly"]});
+    let p =
+        ExecProvider::start(f.fake_config(&[("FAKE_CAPABILITIES", &caps.to_string())])).unwrap();
+    let e = p
+        .start_upgrade(&cluster("a"), &to_134("run/a"))
+        .unwrap_err();
+    assert_eq!(e.code, ProviderErrorCode::Unsupported, "{e}");
+    assert!(!e.retryable && !e.uncertain, "{e:?}");
+    assert!(
+        e.message.contains("upgrade type Full") && e.message.contains("NodeImageOnly"),
+        "{e}"
+    );
+    assert!(f.operations().is_empty(), "{:?}", f.operations());
+}
+
+#[test]
+fn node_images_are_not_pinned_on_a_provider_without_node_image_pinning() {
+    let f = Fixture::new();
+    let caps = json!({"features": []});
+    let p =
+        ExecProvider::start(f.fake_config(&[("FAKE_CAPABILITIES", &caps.to_string())])).unwrap();
+    let e = p
+        .start_upgrade(&cluster("a"), &to_134("run/a"))
+        .unwrap_err();
+    assert_eq!(e.code, ProviderErrorCode::Unsupported, "{e}");
+    assert!(e.message.contains("node-image-pinning"), "{e}");
+    assert!(f.operations().is_empty(), "{:?}", f.operations());
+    // Without node images the upgrade goes out.
+    let mut cp = to_134("run/a");
+    cp.upgrade_type = UpgradeType::ControlPlaneOnly;
+    cp.node_images.clear();
+    p.start_upgrade(&cluster("a"), &cp).unwrap();
+    assert_eq!(f.operations(), ["start-upgrade"]);
+}
+
+/// The logged calls' `key` values, once every call ended.
+fn logged_max(f: &Fixture, key: &str, operation: &str) -> u64 {
+    f.requests()
+        .iter()
+        .filter(|r| r["operation"] == operation)
+        .map(|r| r[key].as_u64().unwrap())
+        .max()
+        .unwrap()
+}
+
+#[test]
+fn at_most_max_concurrency_calls_run_at_once() {
+    let f = Fixture::new();
+    let caps = json!({"maxConcurrency": 2});
+    let inflight = f.path("inflight").to_string_lossy().into_owned();
+    let c = f.fake_config(&[
+        ("FAKE_CAPABILITIES", &caps.to_string()),
+        ("FAKE_INFLIGHT_DIR", &inflight),
+        ("FAKE_CALL_SECONDS", "0.2"),
+    ]);
+    let p = Arc::new(ExecProvider::start(c).unwrap());
+    assert_eq!(p.max_concurrency(), Some(2));
+    let threads: Vec<_> = (0..6)
+        .map(|i| {
+            let p = p.clone();
+            std::thread::spawn(move || p.describe(&cluster(&format!("c{i}"))).unwrap())
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(f.operations().len(), 6);
+    let most = logged_max(&f, "inflight", "describe");
+    assert!(most <= 2, "{most} calls ran at once");
+}
+
+#[test]
+fn at_most_one_start_upgrade_is_in_flight_per_cluster() {
+    let f = Fixture::new();
+    let inflight = f.path("inflight").to_string_lossy().into_owned();
+    let c = f.fake_config(&[
+        ("FAKE_INFLIGHT_DIR", &inflight),
+        ("FAKE_CALL_SECONDS", "0.2"),
+        ("FAKE_UPGRADE_SECONDS", "120"),
+    ]);
+    let p = Arc::new(ExecProvider::start(c).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let p = p.clone();
+            std::thread::spawn(move || p.start_upgrade(&cluster("a"), &to_134(&format!("k{i}/a"))))
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.code, ProviderErrorCode::OperationInProgress, "{e}");
+    }
+    assert_eq!(f.operations().len(), 4);
+    let most = logged_max(&f, "startsOfCluster", "start-upgrade");
+    assert_eq!(most, 1, "{most} start-upgrades of one cluster ran at once");
+}
+
+#[test]
+fn get_operation_sends_the_provider_operation_id_and_the_key() {
+    let f = Fixture::new();
+    let p = ExecProvider::start(f.fake_config(&[])).unwrap();
+    let started = p.start_upgrade(&cluster("a"), &to_134("run/a")).unwrap();
+    let r = p
+        .get_operation_by_id(&cluster("a"), "run/a", Some(&started.operation_id))
+        .unwrap();
+    assert_eq!(r.operation_id, started.operation_id);
+    let sent = f.requests().last().unwrap()["params"].clone();
+    assert_eq!(
+        sent,
+        json!({"operationId": started.operation_id, "idempotencyKey": "run/a"})
+    );
+    // The fake platform checks the id against the key.
+    let e = p
+        .get_operation_by_id(&cluster("a"), "run/a", Some("op-999"))
+        .unwrap_err();
+    assert_eq!(e.code, ProviderErrorCode::NotFound, "{e}");
+}
+
+#[test]
+fn the_code_s_retry_class_wins_over_the_response_s_retryable() {
+    let f = Fixture::new();
+    // Every injected failure says `retryable: true`.
+    let codes = [
+        ("PermissionDenied", false),
+        ("Unauthenticated", false),
+        ("InvalidRequest", false),
+        ("NotAllowed", false),
+        ("Unavailable", true),
+        ("PreconditionFailed", true),
+        ("Internal", true),
+    ];
+    let list: Vec<&str> = codes.iter().map(|(c, _)| *c).collect();
+    let p = ExecProvider::start(f.fake_config(&[("FAKE_GET_OPERATION_ERRORS", &list.join(","))]))
+        .unwrap();
+    for (code, retryable) in codes {
+        let e = p.get_operation(&cluster("a"), "run/a").unwrap_err();
+        assert_eq!(format!("{:?}", e.code), code, "{e}");
+        assert_eq!(e.retryable, retryable, "{e}");
+    }
+    assert_eq!(ProviderErrorCode::PreconditionFailed.retries(), Some(1));
+    assert_eq!(ProviderErrorCode::Internal.retries(), Some(2));
+    assert_eq!(ProviderErrorCode::Throttled.retries(), None);
+    assert_eq!(ProviderErrorCode::PermissionDenied.retries(), Some(0));
+}
+
+#[test]
+fn a_start_that_exits_without_a_response_is_uncertain_unless_its_code_says_refused() {
+    let f = Fixture::new();
+    let cases = [
+        ("1", true),
+        ("75", true),
+        ("9", true),
+        ("3", false),
+        ("77", false),
+        ("78", false),
+    ];
+    for (code, uncertain) in cases {
+        let mut c = f.config("exit-codes.sh");
+        c.env.insert("EXIT_CODE".to_string(), code.to_string());
+        let p = ExecProvider::start(c).unwrap();
+        let e = p
+            .start_upgrade(&cluster("a"), &to_134("run/a"))
+            .unwrap_err();
+        assert_eq!(e.uncertain, uncertain, "exit {code}: {e:?}");
+        if !uncertain {
+            assert!(!e.retryable, "exit {code}: {e:?}");
+        }
+    }
+}
+
+#[test]
+fn a_secret_in_a_failure_response_is_redacted() {
+    let f = Fixture::new();
+    let secret = "s3cr3t-platform-token-4471";
+    std::fs::write(f.path("token"), secret).unwrap();
+    let mut c = f.config("secret-stderr.sh");
+    c.env
+        .insert("SECRET_IN_MESSAGE".to_string(), "1".to_string());
+    c.secret_env.insert(
+        "PLATFORM_TOKEN".to_string(),
+        SecretSource::FromFile(f.path("token")),
+    );
+    let p = ExecProvider::start(c).unwrap();
+    let e = p.describe(&cluster("a")).unwrap_err();
+    assert!(e.message.contains("refused token [REDACTED]"), "{e}");
+    assert!(!format!("{e:?}").contains(secret));
+}
+
+#[test]
+fn the_command_leads_a_session_of_its_own_without_a_terminal() {
+    let f = Fixture::new();
+    let p = ExecProvider::start(f.fake_config(&[])).unwrap();
+    p.describe(&cluster("a")).unwrap();
+    for r in f.requests() {
+        assert_eq!(r["sessionLeader"], true, "{r}");
+        assert_eq!(r["tty"], false, "{r}");
+    }
+}
+
+// The daemon's side: one member on the fake cluster, upgraded by the real engine thread in
+// fleet time (20,000 times real time: a minute of fleet time is 3 ms).
+
+const SCENARIO: &str = r#"
+start: '2026-12-07T00:00:00Z'
+members:
+- name: a
+  region: westeurope
+  kubernetesVersion: 1.33.2
+  nodePools:
+  - {name: system, osType: Linux, imageVersion: AKSUbuntu-2204-202611.01.0}
+run:
+  name: r1
+  managedClusterUpdate:
+    upgrade: {type: ControlPlaneOnly, kubernetesVersion: 1.34.1}
+"#;
+
+/// Runs the scenario's run over the fake cluster (configured by `vars`) until it ends; the
+/// member's status.
+fn upgrade_through_daemon(f: &Fixture, vars: &[(&str, &str)]) -> MemberStatus {
+    let (_rt, plugin) = runtime_support::plugin();
+    let file = f.path("scenario.yaml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let s = waverun_host::load_scenario(&file).unwrap();
+    let mut store = SqliteStore::open(&f.path("waverun.db")).unwrap();
+    let clock = FleetClock::resume(&mut store, 20_000.0, Some(s.start.timestamp_millis())).unwrap();
+    let (engine, _) =
+        FleetEngine::start(&plugin, store, clock, InstanceConfig::default(), "fake").unwrap();
+    let mut vars = vars.to_vec();
+    vars.push(("FAKE_UPGRADE_SECONDS", "0"));
+    let provider = ExecProvider::start(f.fake_config(&vars)).unwrap();
+    let mut providers: Providers = BTreeMap::new();
+    providers.insert("fake".to_string(), Arc::new(provider) as Arc<dyn Provider>);
+    let daemon = Daemon::spawn(engine, clock, providers);
+    let mut commands: Vec<Command> = s.setup_commands().into_iter().map(|(_, c)| c).collect();
+    commands.push(Command::StartRun {
+        name: "r1".to_string(),
+    });
+    for c in commands {
+        daemon
+            .call(move |w| w.command(&c, None).map(|_| ()))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let end = Instant::now() + Duration::from_secs(60);
+    let member = loop {
+        let st = daemon.call(|w| w.engine().status("r1")).unwrap().unwrap();
+        if st.status.state.is_terminal() {
+            break st.stages[0].groups[0].members[0].clone();
+        }
+        assert!(
+            Instant::now() < end,
+            "the run has not ended: {:?}",
+            st.status
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    daemon.shutdown().unwrap();
+    member
+}
+
+/// The logged requests of `operation`'s params.
+fn params_of(f: &Fixture, operation: &str) -> Vec<Value> {
+    f.requests()
+        .into_iter()
+        .filter(|r| r["operation"] == operation)
+        .map(|r| r["params"].clone())
+        .collect()
+}
+
+#[test]
+fn retryable_get_operation_failures_are_retried_and_polls_carry_the_operation_id() {
+    let f = Fixture::new();
+    let errors = "Unavailable,Throttled,OperationInProgress,Internal,Internal";
+    let m = upgrade_through_daemon(&f, &[("FAKE_GET_OPERATION_ERRORS", errors)]);
+    assert_eq!(m.status.state, State::Completed, "{m:?}");
+    let polls = params_of(&f, "get-operation");
+    assert_eq!(polls.len(), 6, "{polls:?}");
+    for p in polls {
+        assert_eq!(p, json!({"operationId": "op-1", "idempotencyKey": "r1/a"}));
+    }
+    assert_eq!(params_of(&f, "start-upgrade").len(), 1);
+}
+
+#[test]
+fn a_permanent_get_operation_failure_fails_the_member_with_its_code_and_message() {
+    let f = Fixture::new();
+    let m = upgrade_through_daemon(&f, &[("FAKE_GET_OPERATION_ERRORS", "PermissionDenied")]);
+    assert_eq!(m.status.state, State::Failed, "{m:?}");
+    let message = &m.status.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("PermissionDenied") && message.contains("injected failure 1"),
+        "{message}"
+    );
+    assert_eq!(params_of(&f, "get-operation").len(), 1, "asked once only");
+}
+
+#[test]
+fn internal_get_operation_failures_fail_the_member_after_two_retries() {
+    let f = Fixture::new();
+    let m = upgrade_through_daemon(
+        &f,
+        &[("FAKE_GET_OPERATION_ERRORS", "Internal,Internal,Internal")],
+    );
+    assert_eq!(m.status.state, State::Failed, "{m:?}");
+    let message = &m.status.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("Internal") && message.contains("after 2 retries"),
+        "{message}"
+    );
+    assert_eq!(params_of(&f, "get-operation").len(), 3);
+}
+
+#[test]
+fn precondition_failed_describes_the_cluster_again_and_retries_once() {
+    let f = Fixture::new();
+    let m = upgrade_through_daemon(&f, &[("FAKE_PRECONDITION_FAILURES", "1")]);
+    assert_eq!(m.status.state, State::Completed, "{m:?}");
+    let ops = f.operations();
+    assert_eq!(
+        ops[..3],
+        ["start-upgrade", "describe", "start-upgrade"],
+        "{ops:?}"
+    );
+    assert_eq!(params_of(&f, "start-upgrade").len(), 2);
+}
+
+#[test]
+fn precondition_failed_twice_fails_the_member() {
+    let f = Fixture::new();
+    let m = upgrade_through_daemon(&f, &[("FAKE_PRECONDITION_FAILURES", "99")]);
+    assert_eq!(m.status.state, State::Failed, "{m:?}");
+    let message = &m.status.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("PreconditionFailed") && message.contains("retrying once"),
+        "{message}"
+    );
+    assert_eq!(
+        f.operations(),
+        ["start-upgrade", "describe", "start-upgrade"]
+    );
+}
+
+#[test]
+fn an_uncertain_start_of_a_cluster_found_at_its_target_succeeds_without_resending() {
+    let f = Fixture::new();
+    // The start is killed after the platform accepted it (and finished at once); get-operation
+    // has no trace of it; describe shows the cluster at the target.
+    let m = upgrade_through_daemon(
+        &f,
+        &[
+            ("FAKE_CRASH_START", "after"),
+            ("FAKE_FORGET_OPERATIONS", "1"),
+        ],
+    );
+    assert_eq!(m.status.state, State::Completed, "{m:?}");
+    let ops = f.operations();
+    assert_eq!(
+        ops,
+        ["start-upgrade", "get-operation", "describe"],
+        "{ops:?}"
+    );
+}
+
+#[test]
+fn an_uncertain_start_without_trace_is_sent_again_under_the_same_key_after_the_grace() {
+    let f = Fixture::new();
+    // The start is killed before the platform accepted it.
+    let m = upgrade_through_daemon(&f, &[("FAKE_CRASH_START", "before")]);
+    assert_eq!(m.status.state, State::Completed, "{m:?}");
+    let ops = f.operations();
+    assert_eq!(
+        ops[..3],
+        ["start-upgrade", "get-operation", "describe"],
+        "{ops:?}"
+    );
+    let starts = params_of(&f, "start-upgrade");
+    assert_eq!(starts.len(), 2, "{ops:?}");
+    assert_eq!(starts[0]["idempotencyKey"], "r1/a");
+    assert_eq!(starts[1]["idempotencyKey"], "r1/a");
 }

@@ -11,6 +11,21 @@ Environment (set through the provider's `env` in waverun.yaml):
   FAKE_ENV_LOG          if set, each call appends its environment (as JSON) to this file
   FAKE_RELEASES         the `list-releases` result as JSON (default: 1.33.2 and 1.34.1, two
                         Ubuntu images, and a 1.35.0 preview)
+  FAKE_CAPABILITIES     a JSON object merged over the `capabilities` result (a null removes a key)
+  FAKE_REQUEST_LOG      if set, each call appends a JSON line: the operation, the cluster id, the
+                        params, whether it leads a session of its own and can open a terminal,
+                        and how many calls (and start-upgrades of its cluster) were running
+  FAKE_INFLIGHT_DIR     where running calls leave a marker (to count them); with
+  FAKE_CALL_SECONDS     how long each call takes (default 0)
+
+Misbehaviours, each counted in the state file (so that it happens the given number of times):
+  FAKE_PRECONDITION_FAILURES  the first N new start-upgrades answer PreconditionFailed
+  FAKE_CRASH_START            "before" or "after": the first new start-upgrade is killed
+                              (SIGKILL, half a response printed) before or after the platform
+                              accepted it
+  FAKE_GET_OPERATION_ERRORS   comma-separated codes: the i-th get-operation answers a Failure
+                              with the i-th code (saying `retryable: true`, whatever the code)
+  FAKE_FORGET_OPERATIONS      if set, get-operation has no trace of any operation (NotFound)
 
 The state file: {"clusters": {ID: {"region", "version", "nodePools": [{"name", "os",
 "nodeImage": {"version"}}], "maintenance"?, "labels"?}}, "operations": {KEY: {...}}}
@@ -21,6 +36,7 @@ created on first describe at 1.33.2 in the request's region.
 import fcntl
 import json
 import os
+import signal
 import sys
 import time
 
@@ -43,6 +59,60 @@ def respond(req, result=None, error=None):
 
 def fail(req, code, message, retryable=False):
     respond(req, error={"code": code, "message": message, "retryable": retryable})
+
+
+def save(f, state):
+    f.seek(0)
+    f.truncate()
+    f.write(json.dumps(state, indent=1, sort_keys=True))
+    f.flush()
+
+
+def crash():
+    """Half a response, then killed: the caller cannot know what happened."""
+    sys.stdout.write('{"apiVersion": "%s", "kind": "Provi' % API)
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def count(state, key):
+    """Increments the state's counter `key`; returns its value before."""
+    n = state.get(key, 0)
+    state[key] = n + 1
+    return n
+
+
+def has_tty():
+    try:
+        os.close(os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY))
+        return True
+    except OSError:
+        return False
+
+
+def observe(req, operation):
+    """Logs the call (FAKE_REQUEST_LOG) and, with FAKE_INFLIGHT_DIR, how many calls were running
+    then; returns the marker to remove when the call ends."""
+    marker = None
+    inflight = same = None
+    cid = (req.get("cluster") or {}).get("id")
+    folder = os.environ.get("FAKE_INFLIGHT_DIR")
+    if folder and operation != "capabilities":
+        os.makedirs(folder, exist_ok=True)
+        marker = os.path.join(folder, "%d.%s.%s" % (os.getpid(), operation, cid))
+        open(marker, "w").close()
+        names = os.listdir(folder)
+        inflight = len(names)
+        same = sum(1 for n in names if n.endswith(".start-upgrade.%s" % cid))
+    if os.environ.get("FAKE_REQUEST_LOG"):
+        line = {"operation": operation, "cluster": cid, "params": req.get("params"),
+                "sessionLeader": os.getsid(0) == os.getpid(), "tty": has_tty(),
+                "inflight": inflight, "startsOfCluster": same}
+        with open(os.environ["FAKE_REQUEST_LOG"], "a") as f:
+            f.write(json.dumps(line) + "\n")
+    if marker:
+        time.sleep(float(os.environ.get("FAKE_CALL_SECONDS", "0")))
+    return marker
 
 
 def settle(state, now):
@@ -71,16 +141,31 @@ def main():
     if req.get("apiVersion") != API or req.get("operation") != operation:
         print("request does not match the operation argument", file=sys.stderr)
         sys.exit(2)
+    marker = observe(req, operation)
+    try:
+        serve(req, operation)
+    finally:
+        if marker:
+            os.remove(marker)
+
+
+def serve(req, operation):
     if os.environ.get("FAKE_ENV_LOG"):
         with open(os.environ["FAKE_ENV_LOG"], "a") as f:
             f.write(json.dumps(dict(os.environ)) + "\n")
     if operation == "capabilities":
-        respond(req, {"provider": {"name": "fake-cluster", "version": "1.0.0"},
-                      "apiVersions": [API],
-                      "operations": ["capabilities", "describe", "list-releases",
-                                     "start-upgrade", "get-operation"],
-                      "upgradeTypes": ["Full", "ControlPlaneOnly", "NodeImageOnly"],
-                      "features": ["node-image-pinning"], "maxConcurrency": 100})
+        caps = {"provider": {"name": "fake-cluster", "version": "1.0.0"},
+                "apiVersions": [API],
+                "operations": ["capabilities", "describe", "list-releases",
+                               "start-upgrade", "get-operation"],
+                "upgradeTypes": ["Full", "ControlPlaneOnly", "NodeImageOnly"],
+                "features": ["node-image-pinning"], "maxConcurrency": 100}
+        for k, v in json.loads(os.environ.get("FAKE_CAPABILITIES", "{}")).items():
+            if v is None:
+                caps.pop(k, None)
+            else:
+                caps[k] = v
+        respond(req, caps)
     if operation == "list-releases":
         default = {"kubernetesVersions": [{"version": "1.33.2"}, {"version": "1.34.1"},
                                           {"version": "1.35.0", "preview": True}],
@@ -121,6 +206,14 @@ def main():
             if op is None:
                 if busy:
                     fail(req, "OperationInProgress", cid + ": another upgrade is running", True)
+                if count(state, "preconditionFailures") < int(
+                        os.environ.get("FAKE_PRECONDITION_FAILURES", "0")):
+                    save(f, state)
+                    fail(req, "PreconditionFailed", cid + ": the cluster changed since it was described")
+                crash_start = os.environ.get("FAKE_CRASH_START")
+                if crash_start == "before" and count(state, "crashes") == 0:
+                    save(f, state)
+                    crash()
                 at_target = (params.get("controlPlane", {}).get("version", cluster["version"])
                              == cluster["version"]) and all(
                     any(p["name"] == q["name"] and p["nodeImage"] == q["nodeImage"]
@@ -133,21 +226,31 @@ def main():
                       "controlPlane": params.get("controlPlane", {}).get("version"),
                       "nodePools": params.get("nodePools", [])}
                 state["operations"][key] = op
+                if crash_start == "after" and count(state, "crashes") == 0:
+                    save(f, state)
+                    crash()
             result = {"operationId": op["operationId"], "state": op["state"],
                       "alreadyAtTarget": op["alreadyAtTarget"], "pollAfterSeconds": 1}
         elif operation == "get-operation":
+            codes = list(filter(None, os.environ.get("FAKE_GET_OPERATION_ERRORS", "").split(",")))
+            n = count(state, "getOperationCalls")
+            if n < len(codes):
+                save(f, state)
+                fail(req, codes[n], "injected failure %d of get-operation" % (n + 1), True)
             op = state["operations"].get(params.get("idempotencyKey"))
-            if op is None:
-                fail(req, "NotFound", "no operation under key %r" % params.get("idempotencyKey"))
+            if op is not None and "operationId" in params and params["operationId"] != op["operationId"]:
+                op = None
+            if op is None or os.environ.get("FAKE_FORGET_OPERATIONS"):
+                save(f, state)
+                fail(req, "NotFound", "no operation %r under key %r"
+                     % (params.get("operationId"), params.get("idempotencyKey")))
             result = {"operationId": op["operationId"], "state": op["state"],
                       "message": op.get("message", ""), "startedAt": op["startedAt"],
                       "pollAfterSeconds": 1}
         else:
             print("unsupported operation " + operation, file=sys.stderr)
             sys.exit(3)
-        f.seek(0)
-        f.truncate()
-        f.write(json.dumps(state, indent=1, sort_keys=True))
+        save(f, state)
     respond(req, result)
 
 

@@ -9,13 +9,22 @@
 //! until it ends, and its result is delivered to the engine (which marks it `done` in the same
 //! step). After a start, every unfinished operation is first *asked about*: found → adopted;
 //! unknown to the provider → sent again under the same key.
+//!
+//! Refusals follow the protocol's retry classes (`ProviderErrorCode::retries`): permanent codes
+//! fail the member with the code and message; `PreconditionFailed` describes the cluster again
+//! and sends once more; `Internal` is retried at most twice; the others are retried with a
+//! doubling backoff (or the provider's `retryAfterSeconds`). A start whose outcome is unknown is
+//! never failed and never sent under a new key: `get-operation` (found → adopted), then
+//! `describe` (at the target → succeeded), and with no trace after a grace period it is sent
+//! again under the same key.
 
 use super::clock::FleetClock;
 use super::fleet_engine::{Applied, DaemonError, Extras, FleetEngine};
-use crate::providers::{ClusterTarget, OperationPhase, OperationReport, Provider};
+use super::members::{MemberBinding, MEMBERS};
+use crate::providers::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
 use crate::providers::{ProviderError, ProviderErrorCode, Started, UpgradeRequest};
 use crate::runtime::host::Clock;
-use crate::store::{OperationRow, OperationState, OperationUpdate, StoreRead};
+use crate::store::{OperationRow, OperationState, OperationUpdate};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -27,14 +36,18 @@ use waverun_core::{Observation, UpgradeOperation};
 pub type Providers = BTreeMap<String, Arc<dyn Provider>>;
 
 /// How long a retryable provider refusal waits before the call is made again, in fleet time
-/// (at least [`MIN_REAL_RETRY`] in real time).
+/// (at least [`MIN_REAL_RETRY`] in real time), unless the provider said `retryAfterSeconds`. It
+/// doubles with each refusal in a row, up to [`MAX_BACKOFF_FLEET_SECONDS`].
 const RETRY_FLEET_SECONDS: u64 = 30;
+const MAX_BACKOFF_FLEET_SECONDS: u64 = 600;
 const MIN_REAL_RETRY: Duration = Duration::from_millis(5);
-/// An uncertain start the provider has no trace of is asked about again after this long (fleet
-/// seconds) before it is sent again under the same key.
+/// An uncertain start the provider has no trace of, on a cluster not at its target, is sent
+/// again under the same key once this long (fleet seconds) has passed since the first time the
+/// provider had no trace of it.
 const UNCERTAIN_GRACE_FLEET_SECONDS: u64 = 60;
-/// A provider's `Internal` error is retried at most this many times (exec-provider.md).
-const MAX_INTERNAL_RETRIES: u32 = 2;
+/// An operation the provider accepted and later has no trace of is sent again (under the same
+/// key) at most this many times; then the member fails.
+const MAX_LOST_RESENDS: u32 = 2;
 /// The longest the thread sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 
@@ -49,6 +62,11 @@ enum Msg {
     Polled {
         id: String,
         result: Result<OperationReport, ProviderError>,
+    },
+    Described {
+        id: String,
+        why: Redescribe,
+        result: Result<Box<Described>, ProviderError>,
     },
     Shutdown,
     /// Leave at once, closing nothing (tests: as close to `kill -9` as a thread gets).
@@ -66,14 +84,36 @@ pub struct Worker {
     seq: u64,
     /// Operations with a provider call running (never two at once for one operation).
     calling: BTreeSet<String>,
-    /// `Internal` refusals retried so far, by operation.
-    internal_retries: BTreeMap<String, u32>,
-    /// Uncertain operations the provider said once it has no trace of.
-    unseen: BTreeSet<String>,
+    /// Refusals since the operation's last successful call, by operation.
+    refusals: BTreeMap<String, Refusals>,
+    /// Uncertain operations the provider has no trace of: when it first said so (fleet ms).
+    unseen_since: BTreeMap<String, i64>,
+    /// Accepted operations the provider later had no trace of: how many times each was sent
+    /// again.
+    lost: BTreeMap<String, u32>,
     /// When each upgrade in flight started (fleet time), for the duration histogram.
     upgrade_started: BTreeMap<String, waverun_core::Timestamp>,
     /// The last committed event's sequence number, for the SSE streams.
     events: tokio::sync::watch::Sender<u64>,
+}
+
+/// A provider's refusals of one operation's calls since its last successful call.
+#[derive(Debug, Default)]
+struct Refusals {
+    /// In a row, whatever the code (for the backoff).
+    streak: u32,
+    /// By code (for the codes retried a bounded number of times).
+    by_code: BTreeMap<ProviderErrorCode, u32>,
+}
+
+/// Why a cluster is described during an operation.
+#[derive(Clone, Copy, Debug)]
+enum Redescribe {
+    /// `start-upgrade` said `PreconditionFailed`: describe again, then send once more.
+    Precondition,
+    /// A start whose outcome is unknown, and the provider has no trace of it: if the cluster is
+    /// at the target, it succeeded.
+    Uncertain,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -186,6 +226,7 @@ impl Worker {
     }
 
     fn fail_operation(&mut self, id: &str, message: String) {
+        self.forget(id);
         self.deliver(Observation::UpgradeFailed {
             operation_id: id.to_string(),
             message,
@@ -213,6 +254,41 @@ impl Worker {
         });
     }
 
+    /// Drops what the worker keeps about an operation that ended.
+    fn forget(&mut self, id: &str) {
+        self.refusals.remove(id);
+        self.unseen_since.remove(id);
+        self.lost.remove(id);
+    }
+
+    /// Calls `describe` for operation `id`'s cluster on a thread of its own.
+    fn describe(&mut self, id: String, why: Redescribe) {
+        let op = match self.engine.stored().operation(&id) {
+            Ok(Some(op)) if op.state != OperationState::Done => op,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, operation = %id, "reading an operation failed");
+                return self.after(&id, Due::Poll, self.clock.real_span(RETRY_FLEET_SECONDS));
+            }
+        };
+        let Some(provider) = self.provider_of(&op) else {
+            let why = format!("no provider named {:?} is configured", op.provider);
+            return self.fail_operation(&op.id, why);
+        };
+        let (target, _) = match request_of(&op) {
+            Ok(r) => r,
+            Err(why) => return self.fail_operation(&op.id, why),
+        };
+        if !self.calling.insert(id.clone()) {
+            return;
+        }
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            let result = provider.describe(&target).map(Box::new);
+            let _ = tx.send(Msg::Described { id, why, result });
+        });
+    }
+
     /// Calls `get-operation` for operation `id` on a thread of its own.
     fn poll(&mut self, id: String) {
         let op = match self.engine.stored().operation(&id) {
@@ -235,8 +311,10 @@ impl Worker {
             return;
         }
         let tx = self.tx.clone();
+        // The provider's id of it, once known, beside the key.
+        let provider_id = op.provider_operation_id;
         std::thread::spawn(move || {
-            let result = provider.get_operation(&target, &id);
+            let result = provider.get_operation_by_id(&target, &id, provider_id.as_deref());
             let _ = tx.send(Msg::Polled { id, result });
         });
     }
@@ -257,6 +335,7 @@ impl Worker {
         self.calling.remove(&id);
         match result {
             Ok(s) => {
+                self.refusals.remove(&id);
                 self.record(OperationUpdate {
                     id: id.clone(),
                     state: OperationState::Sent,
@@ -276,11 +355,10 @@ impl Worker {
                     last_error: Some(e.to_string()),
                     attempted: true,
                 });
-                let wait = self.retry_wait(&e);
+                let wait = self.retry_wait(&id, &e);
                 self.after(&id, Due::Poll, wait);
             }
-            Err(e) if e.retryable && self.may_retry(&id, &e) => {
-                tracing::info!(operation = %id, error = %e, "start-upgrade refused for now; retrying");
+            Err(e) if self.may_retry(&id, &e) => {
                 self.record(OperationUpdate {
                     id: id.clone(),
                     state: OperationState::Intent,
@@ -288,72 +366,198 @@ impl Worker {
                     last_error: Some(e.to_string()),
                     attempted: true,
                 });
-                let wait = self.retry_wait(&e);
-                self.after(&id, Due::Send, wait);
+                if e.code == ProviderErrorCode::PreconditionFailed {
+                    // The cluster changed since it was described: describe it again, then
+                    // send once more.
+                    tracing::info!(operation = %id, error = %e, "start-upgrade's precondition failed; describing the cluster again");
+                    self.describe(id, Redescribe::Precondition);
+                } else {
+                    tracing::info!(operation = %id, error = %e, "start-upgrade refused for now; retrying");
+                    let wait = self.retry_wait(&id, &e);
+                    self.after(&id, Due::Send, wait);
+                }
             }
-            Err(e) => self.fail_operation(&id, format!("the provider refused the upgrade: {e}")),
+            Err(e) => {
+                let why = format!("the provider refused the upgrade: {e}{}", gave_up(&e));
+                self.fail_operation(&id, why)
+            }
         }
     }
 
-    /// How long before a call refused with `e` is made again: the provider's
-    /// `retryAfterSeconds`, else [`RETRY_FLEET_SECONDS`], in fleet time.
-    fn retry_wait(&self, e: &ProviderError) -> Duration {
-        let fleet_seconds = e.retry_after_seconds.unwrap_or(RETRY_FLEET_SECONDS).max(1);
+    /// How long before a call of `id` refused with `e` is made again: the provider's
+    /// `retryAfterSeconds`, else [`RETRY_FLEET_SECONDS`] doubled for each refusal in a row (at
+    /// most [`MAX_BACKOFF_FLEET_SECONDS`]), in fleet time.
+    fn retry_wait(&self, id: &str, e: &ProviderError) -> Duration {
+        let streak = self.refusals.get(id).map_or(1, |r| r.streak.max(1));
+        let backoff = RETRY_FLEET_SECONDS
+            .saturating_mul(1u64 << (streak - 1).min(20))
+            .min(MAX_BACKOFF_FLEET_SECONDS);
+        let fleet_seconds = e.retry_after_seconds.unwrap_or(backoff).max(1);
         self.clock.real_span(fleet_seconds).max(MIN_REAL_RETRY)
     }
 
-    /// Whether a retryable refusal may be retried: an `Internal` one at most
-    /// [`MAX_INTERNAL_RETRIES`] times per operation, the others (busy, throttled, unavailable)
-    /// until they pass.
+    /// Counts a refusal of one of `id`'s calls; whether the call may be made again: as the
+    /// code's retry class says ([`ProviderErrorCode::retries`]), counted since the operation's
+    /// last successful call.
     fn may_retry(&mut self, id: &str, e: &ProviderError) -> bool {
-        if e.code != ProviderErrorCode::Internal {
-            return true;
-        }
-        let n = self.internal_retries.entry(id.to_string()).or_insert(0);
+        let r = self.refusals.entry(id.to_string()).or_default();
+        r.streak += 1;
+        let n = r.by_code.entry(e.code).or_insert(0);
         *n += 1;
-        *n <= MAX_INTERNAL_RETRIES
+        e.code.retries().is_none_or(|max| *n <= max)
     }
 
     fn on_polled(&mut self, id: String, result: Result<OperationReport, ProviderError>) {
         self.calling.remove(&id);
         match result {
-            Ok(r) => self.on_phase(&id, r.phase, r.message, r.poll_after_seconds),
+            Ok(r) => {
+                self.refusals.remove(&id);
+                self.unseen_since.remove(&id);
+                self.adopt(&id, &r);
+                self.on_phase(&id, r.phase, r.message, r.poll_after_seconds)
+            }
             Err(e) if e.code == ProviderErrorCode::NotFound => {
-                // The provider has no trace of it: it never got it (a crash before the call).
-                // Send it again under the same key.
                 match self.engine.stored().operation(&id) {
-                    Ok(Some(op))
-                        if op.state == OperationState::Uncertain
-                            && self.unseen.insert(id.clone()) =>
-                    {
-                        // A start whose outcome is unknown may not show yet: ask once more
-                        // after a grace period before sending it again (under the same key).
-                        let wait = self.clock.real_span(UNCERTAIN_GRACE_FLEET_SECONDS);
-                        self.after(&id, Due::Poll, wait.max(MIN_REAL_RETRY));
+                    // A start whose outcome is unknown: is the cluster at its target?
+                    Ok(Some(op)) if op.state == OperationState::Uncertain => {
+                        self.describe(id, Redescribe::Uncertain)
                     }
-                    Ok(Some(op)) => {
-                        self.unseen.remove(&id);
-                        self.send(op)
+                    // Never sent (a crash before the call): send it, under its key.
+                    Ok(Some(op)) if op.state == OperationState::Intent => self.send(op),
+                    // Accepted, then lost by the provider: sent again under the same key, a
+                    // bounded number of times.
+                    Ok(Some(op)) if op.state == OperationState::Sent => {
+                        let n = self.lost.entry(id.clone()).or_insert(0);
+                        *n += 1;
+                        if *n <= MAX_LOST_RESENDS {
+                            tracing::warn!(operation = %id, error = %e, "the provider has no trace of an operation it accepted; sending it again under the same key");
+                            self.send(op)
+                        } else {
+                            let why = format!("get-operation failed: {e} (the provider lost the operation it accepted, and it was sent again {MAX_LOST_RESENDS} times)");
+                            self.fail_operation(&id, why)
+                        }
                     }
-                    Ok(None) => {}
+                    Ok(_) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, operation = %id, "reading an operation failed")
                     }
                 }
             }
-            Err(e) => {
+            Err(e) if self.may_retry(&id, &e) => {
                 tracing::info!(operation = %id, error = %e, "get-operation failed; asking again");
-                let wait = self.retry_wait(&e);
+                let wait = self.retry_wait(&id, &e);
                 self.after(&id, Due::Poll, wait);
+            }
+            Err(e) => {
+                let why = format!("get-operation failed: {e}{}", gave_up(&e));
+                self.fail_operation(&id, why)
+            }
+        }
+    }
+
+    /// An operation the provider reports on: one not known as sent (never sent before a
+    /// restart, or whose start was uncertain) is adopted, with the provider's id of it.
+    fn adopt(&mut self, id: &str, r: &OperationReport) {
+        let op = match self.engine.stored().operation(id) {
+            Ok(Some(op)) => op,
+            _ => return,
+        };
+        let known = (r.operation_id != op.id).then(|| r.operation_id.clone());
+        let adopted = match op.state {
+            OperationState::Intent | OperationState::Uncertain => true,
+            OperationState::Sent => op.provider_operation_id.is_none() && known.is_some(),
+            OperationState::Done => false,
+        };
+        if adopted {
+            self.record(OperationUpdate {
+                id: id.to_string(),
+                state: OperationState::Sent,
+                provider_operation_id: known,
+                last_error: None,
+                attempted: false,
+            });
+        }
+    }
+
+    fn on_described(
+        &mut self,
+        id: String,
+        why: Redescribe,
+        result: Result<Box<Described>, ProviderError>,
+    ) {
+        self.calling.remove(&id);
+        let op = match self.engine.stored().operation(&id) {
+            Ok(Some(op)) if op.state != OperationState::Done => op,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, operation = %id, "reading an operation failed");
+                return self.after(&id, Due::Poll, self.clock.real_span(RETRY_FLEET_SECONDS));
+            }
+        };
+        if let Err(e) = &result {
+            tracing::warn!(operation = %id, error = %e, "describing the cluster failed");
+        }
+        match why {
+            Redescribe::Precondition => {
+                if let Ok(d) = &result {
+                    self.observe(&op.member, d);
+                }
+                // Once more (the step observing it may have ended the operation).
+                match self.engine.stored().operation(&id) {
+                    Ok(Some(op)) if op.state != OperationState::Done => self.send(op),
+                    _ => {}
+                }
+            }
+            Redescribe::Uncertain => {
+                let at_target = match (&result, request_of(&op)) {
+                    (Ok(d), Ok((_, request))) => at_target(d, &request),
+                    _ => false,
+                };
+                if at_target {
+                    tracing::info!(operation = %id, "the cluster is at the target of a start whose outcome was unknown: it succeeded");
+                    self.forget(&id);
+                    return self.deliver(Observation::UpgradeSucceeded { operation_id: id });
+                }
+                let now = self.clock.now_ms();
+                let since = *self.unseen_since.entry(id.clone()).or_insert(now);
+                let grace = (UNCERTAIN_GRACE_FLEET_SECONDS * 1000) as i64;
+                let waited = now.saturating_sub(since);
+                if waited >= grace {
+                    // No trace after the grace period: sent again, under the same key.
+                    tracing::warn!(operation = %id, "the provider has no trace of a start whose outcome was unknown; sending it again under the same key");
+                    self.unseen_since.remove(&id);
+                    self.send(op)
+                } else {
+                    let left = ((grace - waited) as u64).div_ceil(1000);
+                    let wait = self.clock.real_span(left.max(1)).max(MIN_REAL_RETRY);
+                    self.after(&id, Due::Poll, wait);
+                }
+            }
+        }
+    }
+
+    /// What the provider says a member is now, recorded as the periodic observation would
+    /// (for a member with a stored binding).
+    fn observe(&mut self, member: &str, d: &Described) {
+        let binding = match self.engine.stored().resource(MEMBERS, member) {
+            Ok(Some(meta)) => MemberBinding::of_stored(&meta),
+            _ => None,
+        };
+        if let Some(b) = binding {
+            if let Err(e) = self.observed(&b, d) {
+                tracing::warn!(member, error = %e, "recording what a member runs failed");
             }
         }
     }
 
     fn on_phase(&mut self, id: &str, phase: OperationPhase, message: Option<String>, poll: u64) {
         match phase {
-            OperationPhase::Succeeded => self.deliver(Observation::UpgradeSucceeded {
-                operation_id: id.to_string(),
-            }),
+            OperationPhase::Succeeded => {
+                self.forget(id);
+                self.deliver(Observation::UpgradeSucceeded {
+                    operation_id: id.to_string(),
+                })
+            }
             OperationPhase::Failed | OperationPhase::Canceled => {
                 let why = message.unwrap_or_else(|| format!("the upgrade ended {phase:?}"));
                 self.fail_operation(id, why)
@@ -404,6 +608,27 @@ impl Worker {
         });
         engine.min(timer).min(MAX_SLEEP)
     }
+}
+
+/// What a refusal that is not retried again says beyond its code and message.
+fn gave_up(e: &ProviderError) -> String {
+    match (e.code, e.code.retries()) {
+        (ProviderErrorCode::PreconditionFailed, _) => {
+            " (again after describing the cluster anew and retrying once)".to_string()
+        }
+        (_, Some(n)) if n > 0 => format!(" (after {n} retries)"),
+        _ => String::new(),
+    }
+}
+
+/// Whether the cluster runs what `request` asks for: its control plane version, and every
+/// pool's image.
+fn at_target(d: &Described, request: &UpgradeRequest) -> bool {
+    request
+        .control_plane
+        .as_ref()
+        .is_none_or(|v| *v == d.kubernetes_version)
+        && request.node_images.iter().all(|i| d.runs(i))
 }
 
 fn request_of(op: &OperationRow) -> Result<(ClusterTarget, UpgradeRequest), String> {
@@ -463,8 +688,9 @@ impl Daemon {
                     timers: BTreeMap::new(),
                     seq: 0,
                     calling: BTreeSet::new(),
-                    internal_retries: BTreeMap::new(),
-                    unseen: BTreeSet::new(),
+                    refusals: BTreeMap::new(),
+                    unseen_since: BTreeMap::new(),
+                    lost: BTreeMap::new(),
                     upgrade_started: BTreeMap::new(),
                     events,
                 };
@@ -550,6 +776,7 @@ fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
             Msg::Run(job) => job(&mut w),
             Msg::Started { id, result } => w.on_started(id, result),
             Msg::Polled { id, result } => w.on_polled(id, result),
+            Msg::Described { id, why, result } => w.on_described(id, why, result),
             Msg::Shutdown => return w.engine.shutdown(),
             Msg::Abandon => return Ok(()),
         }

@@ -9,23 +9,40 @@
 //! grace period, SIGKILL to the group), bounded stdout, the tail of stderr with secrets
 //! redacted. A `start-upgrade` whose outcome is unknown (timed out, crashed, answered nonsense)
 //! is reported `uncertain`; the daemon then asks `get-operation` under the same key.
+//!
+//! At start it asks `capabilities`, picks the highest protocol version both sides speak and
+//! holds the provider to what it declared: an operation it does not list, an upgrade type it
+//! does not support or a node image pin without `node-image-pinning` is refused as
+//! `Unsupported` without running the command; at most `maxConcurrency` calls run at once. At
+//! most one mutating call is in flight per cluster.
 
 use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
 use super::{ProviderError, ProviderErrorCode, Release, Releases, Started, UpgradeRequest};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use waverun_core::{Maintenance, NodePool, OsType};
 
-/// The protocol version this daemon speaks.
+/// The protocol version this daemon speaks (the newest, when it speaks several).
 pub const API_VERSION: &str = "exec.waverun.dev/v1alpha1";
+
+/// Every protocol version this daemon speaks; `capabilities` picks the highest one the command
+/// speaks too.
+const SPOKEN: &[&str] = &[API_VERSION];
+
+/// The operations the daemon cannot work without.
+const REQUIRED_OPERATIONS: [&str; 3] = ["describe", "start-upgrade", "get-operation"];
+
+/// The feature a provider declares when it installs the node image version it is given
+/// (`nodeImage: {version}`) rather than only the latest one.
+const NODE_IMAGE_PINNING: &str = "node-image-pinning";
 
 /// Where a secret's value comes from; it is read again at every call.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -95,6 +112,62 @@ pub struct ExecProvider {
     config: ExecConfig,
     calls: AtomicU64,
     boot: u64,
+    /// The protocol version negotiated at start.
+    api_version: &'static str,
+    /// What `capabilities` declared.
+    caps: Capabilities,
+    /// Calls running (`""`) and mutating calls in flight per cluster.
+    limits: Limits,
+}
+
+/// What a provider's `capabilities` declared; `None` where it said nothing (no restriction).
+#[derive(Debug, Default)]
+struct Capabilities {
+    operations: Option<BTreeSet<String>>,
+    upgrade_types: Option<BTreeSet<String>>,
+    features: Option<BTreeSet<String>>,
+    max_concurrency: Option<usize>,
+}
+
+/// Counting gates by key: at most `limit` holders of a key at once.
+#[derive(Default)]
+struct Limits {
+    held: Mutex<BTreeMap<String, usize>>,
+    freed: Condvar,
+}
+
+/// One place in a [`Limits`] gate, given back when dropped.
+struct Held<'a> {
+    limits: &'a Limits,
+    key: String,
+}
+
+impl Limits {
+    /// Waits until `key` has fewer than `limit` holders, then holds it.
+    fn enter(&self, key: &str, limit: usize) -> Held<'_> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        while held.get(key).copied().unwrap_or(0) >= limit.max(1) {
+            held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        *held.entry(key.to_string()).or_insert(0) += 1;
+        Held {
+            limits: self,
+            key: key.to_string(),
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut held = self.limits.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.key);
+            }
+        }
+        self.limits.freed.notify_all();
+    }
 }
 
 /// How one call ended, before the operation decides what it means.
@@ -106,12 +179,15 @@ enum CallError {
     Protocol(String),
     /// It ran past its deadline and was killed with its group.
     Timeout(Duration),
+    /// It exited with a non-zero code and no valid response; the code says what failed.
+    Exited(i32, ProviderError),
 }
 
 impl ExecProvider {
     /// A provider over `config`. It checks the command can be run and negotiates the protocol
-    /// version with `capabilities`; a command that cannot, or speaks no common version, is
-    /// refused with the reason.
+    /// version with `capabilities` (the highest both speak); a command that cannot, speaks no
+    /// common version, declares malformed capabilities or lacks an operation the daemon needs
+    /// is refused with the reason.
     pub fn start(config: ExecConfig) -> Result<ExecProvider, String> {
         if config.command.is_empty() || config.command[0].is_empty() {
             return Err(format!(
@@ -123,10 +199,13 @@ impl ExecProvider {
             .and_then(|()| std::fs::create_dir_all(config.state_dir.join("tmp")))
             .map_err(|e| format!("{}: {e}", config.state_dir.display()))?;
         private(&config.state_dir);
-        let p = ExecProvider {
+        let mut p = ExecProvider {
             config,
             calls: AtomicU64::new(0),
             boot: crate::runtime::host::Clock::now_ms(&crate::runtime::host::SystemClock) as u64,
+            api_version: API_VERSION,
+            caps: Capabilities::default(),
+            limits: Limits::default(),
         };
         let caps = p
             .call(
@@ -147,18 +226,47 @@ impl ExecProvider {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        if !versions.contains(&API_VERSION) {
+        let Some(version) = negotiate(&versions) else {
             return Err(format!(
-                "providers.{}: the command speaks {versions:?}, and this daemon speaks only {API_VERSION}",
+                "providers.{}: the command speaks {versions:?}, and this daemon speaks {SPOKEN:?}: no common version",
                 p.config.name
             ));
-        }
+        };
+        p.api_version = version;
+        p.caps = parse_capabilities(&caps)
+            .map_err(|e| format!("providers.{}: capabilities: result.{e}", p.config.name))?;
+        let adapter = caps.get("provider").map(|v| v.to_string());
+        tracing::info!(
+            provider = %p.config.name,
+            adapter = %adapter.unwrap_or_default(),
+            api_version = version,
+            max_concurrency = ?p.caps.max_concurrency,
+            "exec provider ready"
+        );
         Ok(p)
+    }
+
+    /// The protocol version negotiated with the command.
+    pub fn api_version(&self) -> &str {
+        self.api_version
+    }
+
+    /// The most calls that run at once, when the command declared a `maxConcurrency`.
+    pub fn max_concurrency(&self) -> Option<usize> {
+        self.caps.max_concurrency
+    }
+
+    /// A refusal made here, without running the command: the provider declared it cannot.
+    fn unsupported(&self, operation: &str, why: String) -> ProviderError {
+        ProviderError::new(
+            ProviderErrorCode::Unsupported,
+            format!("{}: {operation}: {why}", self.config.name),
+        )
     }
 
     fn explain(&self, e: &CallError) -> String {
         match e {
-            CallError::Failed(p) => p.to_string(),
+            CallError::Failed(p) | CallError::Exited(_, p) => p.to_string(),
             CallError::Protocol(m) => format!("protocol error: {m}"),
             CallError::Timeout(d) => format!("no answer within {} s; killed", d.as_secs_f64()),
         }
@@ -206,6 +314,16 @@ impl ExecProvider {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, CallError> {
+        if let Some(ops) = &self.caps.operations {
+            if !ops.contains(operation) {
+                return Err(CallError::Failed(ProviderError::new(
+                    ProviderErrorCode::Unsupported,
+                    format!("the provider's capabilities do not list {operation:?}"),
+                )));
+            }
+        }
+        // At most `maxConcurrency` calls at once; the deadline counts from the call's start.
+        let _slot = self.caps.max_concurrency.map(|n| self.limits.enter("", n));
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let request_id = format!("{:x}-{n}", self.boot);
         let now = crate::runtime::host::Clock::now_ms(&crate::runtime::host::SystemClock);
@@ -214,7 +332,7 @@ impl ExecProvider {
             .unwrap_or_default()
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let mut request = json!({
-            "apiVersion": API_VERSION,
+            "apiVersion": self.api_version,
             "kind": "ProviderRequest",
             "operation": operation,
             "requestId": request_id,
@@ -251,7 +369,8 @@ impl ExecProvider {
                 format!("{msg} (stderr: {})", last_line(&stderr))
             }
         };
-        let response = parse_response(&stdout, operation, &request_id).map_err(tail);
+        let response = parse_response(&stdout, self.api_version, operation, &request_id, &secrets)
+            .map_err(tail);
         let code = status.code();
         match (response, code) {
             (Ok(r), Some(0)) if r.success => Ok(r.result),
@@ -264,10 +383,13 @@ impl ExecProvider {
             (Err(why), Some(c)) => Err(exit_error(c, operation).map_or(
                 CallError::Protocol(format!("{why}; {}", exit_text(status))),
                 |code| {
-                    CallError::Failed(ProviderError::new(
-                        code,
-                        tail(format!("{operation}: {}", exit_text(status))),
-                    ))
+                    CallError::Exited(
+                        c,
+                        ProviderError::new(
+                            code,
+                            tail(format!("{operation}: {}", exit_text(status))),
+                        ),
+                    )
                 },
             )),
             (Err(why), None) => Err(CallError::Protocol(format!("{why}; {}", exit_text(status)))),
@@ -304,7 +426,7 @@ impl ExecProvider {
             .env("LANG", "C.UTF-8");
         cmd.envs(&c.env);
         cmd.envs(secrets);
-        cmd.env("WAVERUN_API_VERSION", API_VERSION)
+        cmd.env("WAVERUN_API_VERSION", self.api_version)
             .env("WAVERUN_OPERATION", operation)
             .env("WAVERUN_REQUEST_ID", request_id)
             .env("WAVERUN_DEADLINE", deadline)
@@ -314,7 +436,17 @@ impl ExecProvider {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        cmd.process_group(0);
+        // SAFETY: setsid(2) is async-signal-safe and touches no memory of the parent. The
+        // command leads a session of its own: its own process group (signalled as a whole)
+        // and no controlling terminal (it cannot prompt: "no TTY").
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let started = Instant::now();
         let mut child = cmd.spawn().map_err(|e| {
             CallError::Failed(ProviderError::new(
@@ -397,7 +529,7 @@ impl ExecProvider {
     fn failure(&self, operation: &str, e: CallError) -> ProviderError {
         let name = &self.config.name;
         match e {
-            CallError::Failed(mut p) => {
+            CallError::Failed(mut p) | CallError::Exited(_, mut p) => {
                 p.message = format!("{name}: {operation}: {}", p.message);
                 p
             }
@@ -415,10 +547,12 @@ impl ExecProvider {
         }
     }
 
-    /// A mutating call's failure: a refusal stays what it is; anything else leaves its outcome
-    /// unknown.
+    /// A mutating call's failure: a refusal stays what it is (a `Failure` response, or an exit
+    /// code saying the call was refused: unsupported, permission, configuration); anything else
+    /// (a timeout, a crash, a protocol error, another exit code without a response) leaves its
+    /// outcome unknown.
     fn uncertain(&self, operation: &str, e: CallError) -> ProviderError {
-        let certain = matches!(&e, CallError::Failed(_));
+        let certain = matches!(&e, CallError::Failed(_) | CallError::Exited(3 | 77 | 78, _));
         let mut p = self.failure(operation, e);
         if !certain {
             p.uncertain = true;
@@ -450,13 +584,21 @@ struct Response {
     error: ProviderError,
 }
 
-fn parse_response(stdout: &[u8], operation: &str, request_id: &str) -> Result<Response, String> {
+fn parse_response(
+    stdout: &[u8],
+    api_version: &str,
+    operation: &str,
+    request_id: &str,
+    secrets: &BTreeMap<String, String>,
+) -> Result<Response, String> {
     let text = std::str::from_utf8(stdout).map_err(|_| "stdout is not UTF-8".to_string())?;
     if text.trim().is_empty() {
         return Err("stdout is empty (one JSON response is required)".to_string());
     }
-    let v: Value = serde_json::from_str(text.trim())
+    let mut v: Value = serde_json::from_str(text.trim())
         .map_err(|e| format!("stdout is not one JSON object: {e}"))?;
+    // A secret is never in stdout; one that is anyway goes no further (errors are logged).
+    redact_value(&mut v, secrets);
     let o = v
         .as_object()
         .ok_or_else(|| "stdout is JSON but not an object".to_string())?;
@@ -464,9 +606,9 @@ fn parse_response(stdout: &[u8], operation: &str, request_id: &str) -> Result<Re
     if field("kind") != Some("ProviderResponse") {
         return Err("kind: must be \"ProviderResponse\"".to_string());
     }
-    if field("apiVersion") != Some(API_VERSION) {
+    if field("apiVersion") != Some(api_version) {
         return Err(format!(
-            "apiVersion: {:?} does not echo the request's {API_VERSION:?}",
+            "apiVersion: {:?} does not echo the request's {api_version:?}",
             o.get("apiVersion")
         ));
     }
@@ -487,10 +629,9 @@ fn parse_response(stdout: &[u8], operation: &str, request_id: &str) -> Result<Re
             let e = e.ok_or_else(|| "error: a Failure must say what failed".to_string())?;
             let code = e.get("code").and_then(Value::as_str).unwrap_or("Internal");
             let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+            // The code's retry class decides (exec-provider.md, "Error codes"), whatever
+            // `retryable` says.
             let mut p = ProviderError::new(ProviderError::code_named(code), message);
-            if let Some(r) = e.get("retryable").and_then(Value::as_bool) {
-                p.retryable = r;
-            }
             p.retry_after_seconds = e.get("retryAfterSeconds").and_then(Value::as_u64);
             if let Some(pc) = e
                 .get("details")
@@ -507,6 +648,94 @@ fn parse_response(stdout: &[u8], operation: &str, request_id: &str) -> Result<Re
         }
         other => Err(format!("status: {other:?} is not Success or Failure")),
     }
+}
+
+/// Every string in `v` with the secrets' values replaced.
+fn redact_value(v: &mut Value, secrets: &BTreeMap<String, String>) {
+    match v {
+        Value::String(s) => {
+            if secrets
+                .values()
+                .any(|x| !x.is_empty() && s.contains(x.as_str()))
+            {
+                *s = ExecProvider::redact(s, secrets);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, secrets)),
+        Value::Object(o) => o.values_mut().for_each(|x| redact_value(x, secrets)),
+        _ => {}
+    }
+}
+
+/// Where `v` (`exec.waverun.dev/vN[alphaM|betaM]`) sorts among versions: major, then GA over
+/// beta over alpha, then the pre-release's number.
+fn version_rank(v: &str) -> Option<(u64, u8, u64)> {
+    let rest = v.strip_prefix("exec.waverun.dev/v")?;
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let major = rest[..end].parse().ok()?;
+    let tail = &rest[end..];
+    let (stability, n) = if tail.is_empty() {
+        (2, 0)
+    } else if let Some(n) = tail.strip_prefix("beta") {
+        (1, n.parse().ok()?)
+    } else {
+        (0, tail.strip_prefix("alpha")?.parse().ok()?)
+    };
+    Some((major, stability, n))
+}
+
+/// The highest version both this daemon and the command speak.
+fn negotiate(offered: &[&str]) -> Option<&'static str> {
+    SPOKEN
+        .iter()
+        .copied()
+        .filter(|v| offered.contains(v))
+        .max_by_key(|v| version_rank(v))
+}
+
+/// `capabilities`' result: the operations, upgrade types and features declared, and
+/// `maxConcurrency`. A field left out restricts nothing; a malformed one is an error (its
+/// path and why).
+fn parse_capabilities(caps: &Value) -> Result<Capabilities, String> {
+    let set = |key: &str| -> Result<Option<BTreeSet<String>>, String> {
+        match caps.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|x| x.as_str().map(str::to_string))
+                .collect::<Option<BTreeSet<String>>>()
+                .map(Some)
+                .ok_or_else(|| format!("{key}: must be a list of strings")),
+            Some(_) => Err(format!("{key}: must be a list of strings")),
+        }
+    };
+    let max_concurrency = match caps.get("maxConcurrency") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(format!("maxConcurrency: {v} is not a positive integer")),
+        },
+    };
+    let operations = set("operations")?;
+    if let Some(ops) = &operations {
+        let missing: Vec<&str> = REQUIRED_OPERATIONS
+            .into_iter()
+            .filter(|o| !ops.contains(*o))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "operations: {missing:?} missing; the daemon needs {REQUIRED_OPERATIONS:?}"
+            ));
+        }
+    }
+    Ok(Capabilities {
+        operations,
+        upgrade_types: set("upgradeTypes")?,
+        features: set("features")?,
+        max_concurrency,
+    })
 }
 
 /// What a non-zero exit without a response means (`None`: a protocol error).
@@ -685,9 +914,32 @@ impl Provider for ExecProvider {
         cluster: &ClusterTarget,
         request: &UpgradeRequest,
     ) -> Result<Started, ProviderError> {
+        let upgrade_type = json!(request.upgrade_type);
+        let type_name = upgrade_type.as_str().unwrap_or_default();
+        if let Some(types) = &self.caps.upgrade_types {
+            if !types.contains(type_name) {
+                return Err(self.unsupported(
+                    "start-upgrade",
+                    format!("upgrade type {type_name} is not supported (the provider's capabilities declare {types:?})"),
+                ));
+            }
+        }
+        if let (false, Some(features)) = (request.node_images.is_empty(), &self.caps.features) {
+            if !features.contains(NODE_IMAGE_PINNING) {
+                let images: Vec<&str> = request
+                    .node_images
+                    .iter()
+                    .map(|i| i.image_version.as_str())
+                    .collect();
+                return Err(self.unsupported(
+                    "start-upgrade",
+                    format!("node images {images:?} cannot be pinned: the provider's capabilities do not declare {NODE_IMAGE_PINNING:?}"),
+                ));
+            }
+        }
         let mut params = json!({
             "idempotencyKey": request.idempotency_key,
-            "type": request.upgrade_type,
+            "type": upgrade_type,
         });
         if let Some(v) = &request.control_plane {
             params["controlPlane"] = json!({ "version": v });
@@ -699,6 +951,10 @@ impl Provider for ExecProvider {
                 .map(|i| json!({"name": i.node_pool, "nodeImage": {"version": i.image_version}}))
                 .collect();
         }
+        // At most one mutating call in flight per cluster.
+        let _mutating = self
+            .limits
+            .enter(&format!("start-upgrade {}", cluster.member), 1);
         let r = self
             .call(
                 "start-upgrade",
@@ -778,7 +1034,19 @@ impl Provider for ExecProvider {
         cluster: &ClusterTarget,
         idempotency_key: &str,
     ) -> Result<OperationReport, ProviderError> {
-        let params = json!({ "idempotencyKey": idempotency_key });
+        self.get_operation_by_id(cluster, idempotency_key, None)
+    }
+
+    fn get_operation_by_id(
+        &self,
+        cluster: &ClusterTarget,
+        idempotency_key: &str,
+        operation_id: Option<&str>,
+    ) -> Result<OperationReport, ProviderError> {
+        let mut params = json!({ "idempotencyKey": idempotency_key });
+        if let Some(id) = operation_id {
+            params["operationId"] = json!(id);
+        }
         let r = self
             .call(
                 "get-operation",
@@ -796,6 +1064,7 @@ impl Provider for ExecProvider {
         });
         Ok(OperationReport {
             operation_id: text_at(&o, "operationId")
+                .or(operation_id)
                 .unwrap_or(idempotency_key)
                 .to_string(),
             phase: text_at(&o, "state").map_or(OperationPhase::Unknown, phase_named),

@@ -142,8 +142,10 @@ pub struct Releases {
     pub node_images: Vec<Release>,
 }
 
-/// The protocol's error codes (exec-provider.md, "Error codes").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The protocol's error codes (exec-provider.md, "Error codes"). Each has a retry class
+/// ([`ProviderErrorCode::retries`]), and the class decides, whatever a response's `retryable`
+/// says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ProviderErrorCode {
     /// The request is malformed.
     InvalidRequest,
@@ -169,6 +171,29 @@ pub enum ProviderErrorCode {
     Internal,
 }
 
+impl ProviderErrorCode {
+    /// How many times a call refused with this code may be made again (`None`: until it
+    /// passes, with backoff, honouring `retryAfterSeconds`): `InvalidRequest`, `Unsupported`,
+    /// `NotFound`, `Unauthenticated`, `PermissionDenied` and `NotAllowed` never;
+    /// `PreconditionFailed` once (after describing the cluster again); `Internal` at most twice;
+    /// `OperationInProgress`, `Throttled` and `Unavailable` until they pass.
+    pub fn retries(self) -> Option<u32> {
+        use ProviderErrorCode::*;
+        match self {
+            InvalidRequest | Unsupported | NotFound | Unauthenticated | PermissionDenied
+            | NotAllowed => Some(0),
+            PreconditionFailed => Some(1),
+            Internal => Some(2),
+            OperationInProgress | Throttled | Unavailable => None,
+        }
+    }
+
+    /// Whether a call refused with this code may be made again.
+    pub fn retryable(self) -> bool {
+        self.retries() != Some(0)
+    }
+}
+
 /// A provider's refusal or failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProviderError {
@@ -187,20 +212,12 @@ pub struct ProviderError {
 }
 
 impl ProviderError {
-    /// An error with the code's usual retryability.
+    /// An error with its code's retry class.
     pub fn new(code: ProviderErrorCode, message: impl Into<String>) -> ProviderError {
-        let retryable = matches!(
-            code,
-            ProviderErrorCode::OperationInProgress
-                | ProviderErrorCode::Unavailable
-                | ProviderErrorCode::Throttled
-                | ProviderErrorCode::PreconditionFailed
-                | ProviderErrorCode::Internal
-        );
         ProviderError {
             code,
             message: message.into(),
-            retryable,
+            retryable: code.retryable(),
             retry_after_seconds: None,
             uncertain: false,
         }
@@ -252,6 +269,19 @@ pub trait Provider: Send + Sync {
         cluster: &ClusterTarget,
         idempotency_key: &str,
     ) -> Result<OperationReport, ProviderError>;
+    /// Where the operation is, asked by the provider's own id of it (`operation_id`, once
+    /// `start-upgrade` or `get-operation` gave one) and its key: `get-operation`'s
+    /// `{operationId, idempotencyKey}`. A provider keyed on the idempotency key alone need not
+    /// implement it.
+    fn get_operation_by_id(
+        &self,
+        cluster: &ClusterTarget,
+        idempotency_key: &str,
+        operation_id: Option<&str>,
+    ) -> Result<OperationReport, ProviderError> {
+        let _ = operation_id;
+        self.get_operation(cluster, idempotency_key)
+    }
     /// The releases available in `region`. A provider without a release calendar of its own
     /// (the simulated one: its fleet file has the releases) answers `Unsupported`.
     fn list_releases(&self, region: &str) -> Result<Releases, ProviderError> {
