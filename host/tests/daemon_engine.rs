@@ -12,7 +12,7 @@ use waverun_core::{Command, Observation, State};
 use waverun_host::daemon::{Applied, DaemonError, FleetEngine};
 use waverun_host::load_scenario;
 use waverun_host::runtime::{InstanceConfig, ManualClock, PluginModule};
-use waverun_host::store::{NewAudit, OperationState, OperationUpdate, SqliteStore, StoreRead};
+use waverun_host::store::{NewAudit, OperationState, OperationUpdate, SqliteStore};
 
 fn example() -> Scenario {
     load_scenario(&workspace().join("host/examples/fleet-rollout.yaml")).expect("the example")

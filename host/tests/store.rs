@@ -277,7 +277,7 @@ fn a_reader_sees_each_step_whole_and_every_row_carries_the_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     let mut store = SqliteStore::open(&path).unwrap();
-    let reader = store.reader().unwrap();
+    let reader = store.read_connection().unwrap();
     assert_eq!(reader.last_event_seq().unwrap(), 0);
     store.commit(&full_step()).unwrap();
     assert_eq!(contents(&reader), contents(&store));

@@ -6,8 +6,8 @@ use super::step::{Outbox, Pending, SharedReader, StepJournal};
 use crate::runtime::host::{Clock, PluginHost};
 use crate::runtime::{InitReport, InstanceConfig, PluginError, PluginInstance, PluginModule};
 use crate::store::{
-    NewAudit, NewEvent, OperationRow, OperationState, OperationUpdate, ResourceMeta, SqliteStore,
-    Step, Store, StoreError,
+    NewAudit, NewEvent, OperationRow, OperationState, OperationUpdate, ResourceMeta, Step, Store,
+    StoreError,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,10 +82,10 @@ pub struct Extras {
     pub deleted_resources: Vec<(String, String)>,
 }
 
-/// One fleet's engine: the plugin in wasmtime over the SQLite store.
+/// One fleet's engine: the plugin in wasmtime over the fleet's store (any [`Store`] backend).
 pub struct FleetEngine {
     instance: PluginInstance,
-    store: SqliteStore,
+    store: Box<dyn Store>,
     pending: Pending,
     recoveries: u32,
     /// Fault injection (crash tests): the guest traps after every this many steps.
@@ -100,6 +100,10 @@ pub struct FleetEngine {
     /// Events of an input whose step trapped after journaling it, from the replay: they go in
     /// the next commit.
     replayed_events: Vec<Event>,
+    /// The module's SHA-256, recorded for every run it executes.
+    module_hash: String,
+    /// Runs whose [`crate::store::RunModule`] row for this module is known to be written.
+    stamped: std::collections::BTreeSet<String>,
 }
 
 fn event_row(e: &Event) -> NewEvent {
@@ -120,13 +124,13 @@ impl FleetEngine {
     /// start itself produced.
     pub fn start(
         module: &PluginModule,
-        store: SqliteStore,
+        store: impl Store + 'static,
         clock: impl Clock + 'static,
         config: InstanceConfig,
         default_provider: &str,
     ) -> Result<(FleetEngine, Applied), DaemonError> {
         let pending = Pending::default();
-        let reader: SharedReader = Arc::new(Mutex::new(Box::new(store.reader()?)));
+        let reader: SharedReader = Arc::new(Mutex::new(store.reader()?));
         let journal = StepJournal::new(pending.clone(), reader.clone(), module.sha256().into());
         let outbox = Outbox::new(pending.clone(), reader, default_provider.to_string());
         let host = PluginHost::new(clock, outbox, journal);
@@ -135,7 +139,7 @@ impl FleetEngine {
             .map_err(DaemonError::plugin)?;
         let mut engine = FleetEngine {
             instance,
-            store,
+            store: Box::new(store),
             pending,
             recoveries: 0,
             trap_every: None,
@@ -144,6 +148,8 @@ impl FleetEngine {
             metrics: Arc::new(Metrics::new()),
             version: Arc::new(AtomicU64::new(0)),
             replayed_events: Vec::new(),
+            module_hash: module.sha256().to_string(),
+            stamped: Default::default(),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let applied = engine.commit(init.events, None, Extras::default())?;
@@ -174,13 +180,13 @@ impl FleetEngine {
     }
 
     /// The store writer (for metadata the API keeps beside the engine).
-    pub fn store(&mut self) -> &mut SqliteStore {
-        &mut self.store
+    pub fn store(&mut self) -> &mut dyn Store {
+        self.store.as_mut()
     }
 
     /// The store, to read.
-    pub fn stored(&self) -> &SqliteStore {
-        &self.store
+    pub fn stored(&self) -> &dyn Store {
+        self.store.as_ref()
     }
 
     /// The instance (status reads, the next wakeup, fault injection in tests).
@@ -295,7 +301,6 @@ impl FleetEngine {
     /// Operations recorded but not known to be finished: after a start, each is asked about
     /// (intent: not sent, or sent just before a crash; sent; uncertain).
     pub fn unfinished_operations(&self) -> Result<Vec<OperationRow>, DaemonError> {
-        use crate::store::StoreRead;
         Ok(self.store.operations_in(&[
             OperationState::Intent,
             OperationState::Sent,
@@ -406,6 +411,25 @@ impl FleetEngine {
         }
     }
 
+    /// Records in `step` which runs this module executes: the first step of each run in this
+    /// process that does more than create, change or delete it; a deleted run's record goes.
+    fn stamp_runs(&self, events: &[Event], step: &mut Step) {
+        use waverun_core::EventKind as K;
+        for e in events {
+            match e.kind() {
+                K::RunDeleted => step.deleted_runs.push(e.run.clone()),
+                K::RunCreated | K::RunUpdated | K::ActionRejected => {}
+                _ if self.stamped.contains(&e.run)
+                    || step.run_modules.iter().any(|m| m.run == e.run) => {}
+                _ => step.run_modules.push(crate::store::RunModule {
+                    run: e.run.clone(),
+                    module_hash: self.module_hash.clone(),
+                    first_step_ms: e.at.timestamp_millis(),
+                }),
+            }
+        }
+    }
+
     /// Commits the pending step with these events; on failure, rebuilds the instance so that
     /// its state is the store's again.
     fn commit(
@@ -426,6 +450,7 @@ impl FleetEngine {
         step.audit = extras.audit.into_iter().collect();
         step.resources = extras.resources;
         step.deleted_resources = extras.deleted_resources;
+        self.stamp_runs(&events, &mut step);
         let mut new_ids = std::mem::take(&mut self.recovered);
         new_ids.extend(step.operations.iter().map(|o| o.id.clone()));
         let began = std::time::Instant::now();
@@ -433,6 +458,11 @@ impl FleetEngine {
         self.metrics.committed(began.elapsed());
         match committed {
             Ok(c) => {
+                self.stamped
+                    .extend(step.run_modules.iter().map(|m| m.run.clone()));
+                for run in &step.deleted_runs {
+                    self.stamped.remove(run);
+                }
                 self.steps += 1;
                 self.version.fetch_add(1, Ordering::SeqCst);
                 let events = events
@@ -442,7 +472,6 @@ impl FleetEngine {
                     .collect();
                 let mut operations = Vec::new();
                 for id in new_ids {
-                    use crate::store::StoreRead;
                     if let Some(op) = self.store.operation(&id)? {
                         if op.state == OperationState::Intent {
                             operations.push(op);

@@ -6,7 +6,7 @@
 
 use super::{Daemon, Extras, Worker};
 use crate::providers::{ClusterTarget, Described, Provider};
-use crate::store::{ResourceMeta, StoreRead};
+use crate::store::ResourceMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -5,7 +5,6 @@
 //! ([`observe_releases`]). Provider calls run on this thread, never on the engine's.
 
 use crate::daemon::{observe_members, observe_releases, Daemon, MemberBinding, Providers, MEMBERS};
-use crate::store::StoreRead;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;

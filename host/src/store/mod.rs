@@ -241,6 +241,21 @@ pub struct Step {
     pub deleted_resources: Vec<(String, String)>,
     /// Audit entries.
     pub audit: Vec<NewAudit>,
+    /// Runs this step's module executed (kept once per run and module).
+    pub run_modules: Vec<RunModule>,
+    /// Runs deleted in this step: their [`RunModule`] rows go.
+    pub deleted_runs: Vec<String>,
+}
+
+/// An engine module that executed a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunModule {
+    /// The run.
+    pub run: String,
+    /// The module's SHA-256 (hex).
+    pub module_hash: String,
+    /// When (fleet time, ms since the epoch) it first executed a step of the run.
+    pub first_step_ms: i64,
 }
 
 impl Step {
@@ -328,6 +343,8 @@ pub trait StoreRead {
     fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
     /// Whether the request `request_id` has an audit entry.
     fn audited(&self, request_id: &str) -> Result<bool, StoreError>;
+    /// The engine modules that executed `run`, in the order they first did.
+    fn run_modules(&self, run: &str) -> Result<Vec<RunModule>, StoreError>;
 }
 
 /// The writer: one per fleet (one thread; on PostgreSQL, the leader).
@@ -342,4 +359,10 @@ pub trait Store: StoreRead + Send {
     fn update_operations(&mut self, updates: &[OperationUpdate]) -> Result<(), StoreError>;
     /// Marks a clean shutdown (the next open skips the integrity check).
     fn close(&mut self) -> Result<(), StoreError>;
+    /// Another connection to the same store, for reads off the writer's thread (the plugin's
+    /// journal and cluster queries during a step, the API).
+    fn reader(&self) -> Result<Box<dyn StoreRead + Send>, StoreError>;
+    /// Fault injection for tests: the next commit writes its step, then rolls back and fails
+    /// as a full disk would. A backend without the hook ignores it.
+    fn fail_next_commit(&mut self) {}
 }

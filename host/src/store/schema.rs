@@ -3,7 +3,7 @@
 //! [`SCHEMA_VERSION`]. A database of a newer version than this build knows is refused.
 
 /// The newest schema version this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The migrations, in order: `MIGRATIONS[i]` takes a database from version `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -87,5 +87,16 @@ CREATE TABLE sim_operations (
     epoch         INTEGER NOT NULL
 );
 CREATE INDEX sim_operations_by_member ON sim_operations (member, due_ms);
+"#,
+    // 1 → 2: which engine modules executed each run (a run records the hash of the module that
+    // executed it; a daemon upgraded mid-run adds the new one).
+    r#"
+CREATE TABLE run_modules (
+    run           TEXT NOT NULL,
+    module_hash   TEXT NOT NULL,
+    first_step_ms INTEGER NOT NULL,
+    epoch         INTEGER NOT NULL,
+    PRIMARY KEY (run, module_hash)
+);
 "#,
 ];

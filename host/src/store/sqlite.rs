@@ -6,7 +6,7 @@
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::{meta, AuditRow, Committed, EventRow, JournalRecord, NewAudit, NewEvent};
 use super::{OperationRow, OperationState, OperationUpdate, ResourceMeta, SnapshotRecord};
-use super::{Step, Store, StoreError, StoreRead};
+use super::{RunModule, Step, Store, StoreError, StoreRead};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -92,13 +92,8 @@ impl SqliteStore {
     }
 
     /// Fault injection for crash tests: the next [`Store::commit`] runs every statement of
-    /// its step, then rolls back and fails as a full disk would.
-    pub fn fail_next_commit(&mut self) {
-        self.fail_next_commit = true;
-    }
-
     /// A read-only connection to the same database.
-    pub fn reader(&self) -> Result<SqliteReader, StoreError> {
+    pub fn read_connection(&self) -> Result<SqliteReader, StoreError> {
         let conn = Connection::open_with_flags(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -327,6 +322,18 @@ impl Store for SqliteStore {
             )
             .map_err(db)?;
         }
+        for run in &step.deleted_runs {
+            tx.execute("DELETE FROM run_modules WHERE run = ?1", [run])
+                .map_err(db)?;
+        }
+        for m in &step.run_modules {
+            tx.execute(
+                "INSERT INTO run_modules (run, module_hash, first_step_ms, epoch)
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run, module_hash) DO NOTHING",
+                params![m.run, m.module_hash, m.first_step_ms, epoch],
+            )
+            .map_err(db)?;
+        }
         if std::mem::take(&mut self.fail_next_commit) {
             tx.rollback().map_err(db)?;
             return Err(StoreError::Database(
@@ -370,6 +377,14 @@ impl Store for SqliteStore {
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         self.set_meta(meta::CLEAN_SHUTDOWN, "1")
+    }
+
+    fn reader(&self) -> Result<Box<dyn StoreRead + Send>, StoreError> {
+        Ok(Box::new(self.read_connection()?))
+    }
+
+    fn fail_next_commit(&mut self) {
+        self.fail_next_commit = true;
     }
 }
 
@@ -431,6 +446,26 @@ macro_rules! reads_on_conn {
                     )
                     .map_err(db)?;
                 Ok(n > 0)
+            }
+
+            fn run_modules(&self, run: &str) -> Result<Vec<RunModule>, StoreError> {
+                let mut st = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT module_hash, first_step_ms FROM run_modules WHERE run = ?1
+                         ORDER BY first_step_ms, module_hash",
+                    )
+                    .map_err(db)?;
+                let rows = st
+                    .query_map([run], |r| {
+                        Ok(RunModule {
+                            run: run.to_string(),
+                            module_hash: r.get(0)?,
+                            first_step_ms: r.get(1)?,
+                        })
+                    })
+                    .map_err(db)?;
+                rows.collect::<Result<_, _>>().map_err(db)
             }
         }
     };
