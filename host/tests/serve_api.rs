@@ -500,9 +500,30 @@ fn tokens_and_roles_decide_who_may_do_what() {
         Some(r#"{"properties":{"state":"Pending"}}"#),
     );
     assert_eq!(r.status, 400, "{}", r.body);
+    let pending = d.get(&path, Some("t-viewer")).body;
     let r = d.call("PATCH", &path, Some("t-approver"), &[], Some(patch));
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["properties"]["completedBy"], "lead");
+    // The gate's systemData: created by whoever created its run, when the run reached it;
+    // last modified by its approver, when approved.
+    let sd = &r.body["systemData"];
+    assert_eq!(sd["createdBy"], "root", "{sd}");
+    assert_eq!(sd["createdAt"], pending["systemData"]["createdAt"]);
+    assert_eq!(pending["systemData"]["lastModifiedBy"], "root");
+    assert_eq!(sd["lastModifiedBy"], "lead", "{sd}");
+    assert_eq!(sd["lastModifiedByType"], "User");
+    assert!(
+        sd["lastModifiedAt"].as_str().unwrap() >= sd["createdAt"].as_str().unwrap(),
+        "{sd}"
+    );
+    let run = d.get("/updateRuns/r1", Some("t-viewer")).body;
+    let run_gate = run["properties"]["status"]["stages"][1]["beforeGates"][0].clone();
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(sd["createdAt"].as_str().unwrap()).unwrap(),
+        chrono::DateTime::parse_from_rfc3339(run_gate["status"]["startTime"].as_str().unwrap())
+            .unwrap(),
+        "created when the run reached it: {run_gate}"
+    );
     let audit = d.get("/audit?$top=100", Some("t-viewer")).body;
     let approve = audit["value"]
         .as_array()
@@ -811,7 +832,75 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
             }
         }
     }
-    assert_eq!(operations, 33, "the spec's paths and waverun's own");
+    assert_eq!(operations, 35, "the spec's paths, waverun's own and the fleet's");
+    // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
+    // beside a resource, x-request-id on every answer; the event stream's content type.
+    let op = |path: &str, method: &str| doc.body["paths"][path][method].clone();
+    let params = |o: &Value| -> Vec<String> {
+        o["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let fleet = "/api/v1/fleets/{fleet}";
+    for (path, method) in [
+        ("/updateStrategies/{name}", "put"),
+        ("/updateStrategies/{name}", "delete"),
+        ("/updateRuns/{name}", "put"),
+        ("/updateRuns/{name}", "delete"),
+        ("/updateRuns/{name}/start", "post"),
+        ("/updateRuns/{name}/stop", "post"),
+        ("/updateRuns/{name}/skip", "post"),
+        ("/updateRuns/{name}/retry", "post"),
+        ("/members/{name}", "put"),
+        ("/members/{name}", "patch"),
+        ("/members/{name}", "delete"),
+        ("/gates/{name}", "patch"),
+        ("/gates/{name}/approve", "post"),
+        ("/freezes", "put"),
+    ] {
+        let o = op(&format!("{fleet}{path}"), method);
+        let names = params(&o);
+        assert!(names.contains(&"If-Match".to_string()), "{method} {path}");
+        let none_match = names.contains(&"If-None-Match".to_string());
+        assert_eq!(
+            none_match,
+            method == "put" || method == "patch",
+            "{method} {path}"
+        );
+        assert_eq!(
+            o["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "If-Match")
+                .unwrap()["in"],
+            "header"
+        );
+    }
+    assert!(!params(&op(&format!("{fleet}/simulate"), "post")).contains(&"If-Match".to_string()));
+    let show = op(&format!("{fleet}/updateRuns/{{name}}"), "get");
+    assert!(
+        show["responses"]["200"]["headers"]["ETag"].is_object(),
+        "{show}"
+    );
+    for (path, item) in paths {
+        for (method, o) in item.as_object().unwrap() {
+            for (status, r) in o["responses"].as_object().unwrap() {
+                assert!(
+                    r["headers"]["x-request-id"].is_object(),
+                    "{method} {path} {status}: no x-request-id"
+                );
+            }
+        }
+    }
+    let events = op(&format!("{fleet}/events"), "get");
+    assert!(events["responses"]["200"]["content"]["text/event-stream"].is_object());
+    assert!(params(&events).contains(&"Last-Event-ID".to_string()));
+    let gate = &doc.body["components"]["schemas"]["GateResource"]["properties"];
+    assert!(gate["systemData"].is_object(), "{gate}");
     // The model's enums are open strings.
     let state = &doc.body["components"]["schemas"]["State"];
     assert_eq!(state["type"], "string");
@@ -927,7 +1016,7 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
     assert_eq!(
         cells,
-        30 * 4,
+        32 * 4,
         "every operation but the three public ones, by four roles"
     );
     // Refused mutations are in the audit log too: who (as far as known) and the outcome.
@@ -1071,4 +1160,121 @@ fn bad_input_at_every_endpoint_is_a_problem_naming_the_field_and_changes_nothing
             g["properties"]["state"]
         );
     }
+}
+
+/// Follows `nextLink` from `first` to the end: every page's items, and the links followed.
+fn all_pages(d: &Daemon, first: &str) -> (Vec<Value>, Vec<String>) {
+    let mut items = Vec::new();
+    let mut links = Vec::new();
+    let mut page = d.get(first, None);
+    loop {
+        assert_eq!(page.status, 200, "{}", page.body);
+        items.extend(page.body["value"].as_array().unwrap().iter().cloned());
+        let Some(next) = page.body["nextLink"].as_str() else {
+            return (items, links);
+        };
+        links.push(next.to_string());
+        assert!(links.len() < 100, "nextLink goes on: {links:?}");
+        page = d.get(next, None);
+    }
+}
+
+#[test]
+fn lists_page_in_name_order_through_absolute_next_links_that_keep_the_query() {
+    let d = Daemon::start(&[]);
+    let s = scenario();
+    // Three approval gates before the only stage: created together when a run starts, in
+    // tree order, which is not the order of their GUID names. Two runs: six gates.
+    let gate = json!({"type": "Approval", "displayName": "sign-off"});
+    let strategy = json!({"stages": [{
+        "name": "test",
+        "beforeGates": [gate, gate, gate],
+        "groups": [{"name": "dev"}],
+    }]});
+    let body = json!({"properties": {"strategy": strategy}}).to_string();
+    let r = d.call("PUT", "/updateStrategies/rollout", None, &[], Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    for run in ["r2", "r1"] {
+        let r = d.call(
+            "PUT",
+            &format!("/updateRuns/{run}"),
+            None,
+            &[],
+            Some(&run_body(&s)),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let r = d.call("POST", &format!("/updateRuns/{run}/start"), None, &[], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let until = Instant::now() + Duration::from_secs(60);
+    let all = loop {
+        let all = d.get("/gates", None).body["value"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if all.len() == 6 {
+            break all;
+        }
+        assert!(Instant::now() < until, "six gates: {all:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let names = |items: &[Value]| -> Vec<String> {
+        items
+            .iter()
+            .map(|g| g["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut sorted = names(&all);
+    sorted.sort();
+    assert_eq!(names(&all), sorted, "a list is in name order");
+    // Page by page: each gate once, in the same order; the links are absolute (this server,
+    // as the request named it) and keep the other parameters.
+    let root = d.base.replace("/api/v1/fleets/default", "");
+    let (paged, links) = all_pages(&d, "/gates?$top=2");
+    assert_eq!(names(&paged), sorted);
+    assert_eq!(links.len(), 2);
+    for l in &links {
+        assert!(
+            l.starts_with(&format!("{root}/api/v1/fleets/default/gates?")),
+            "{l}"
+        );
+    }
+    let (pending, links) = all_pages(&d, "/gates?$filter=state%20eq%20Pending&run=r2&$top=1");
+    assert_eq!(pending.len(), 3);
+    assert!(pending
+        .iter()
+        .all(|g| g["properties"]["target"]["updateRunProperties"]["name"] == "r2"));
+    assert_eq!(links.len(), 2);
+    for l in &links {
+        assert!(
+            l.contains("$filter=state%20eq%20Pending&run=r2&$top=1&$skipToken="),
+            "{l}"
+        );
+    }
+    // Runs and strategies page the same way; so do events and the audit log (by sequence).
+    let (runs, _) = all_pages(&d, "/updateRuns?$top=1");
+    assert_eq!(names(&runs), ["r1", "r2"]);
+    let (events, links) = all_pages(&d, "/events?run=r1&$top=2");
+    assert!(events.iter().all(|e| e["run"] == "r1"));
+    assert!(
+        links
+            .iter()
+            .all(|l| l.starts_with(&root) && l.contains("run=r1")),
+        "{links:?}"
+    );
+    let everything = d.get("/events?run=r1&$top=1000", None).body["value"].clone();
+    assert_eq!(json!(events), everything);
+    let (audit, _) = all_pages(&d, "/audit?$top=1");
+    assert_eq!(audit.len(), 5, "{audit:?}");
+    // A Host header that is not a plain host[:port] is not echoed: the link is relative.
+    let r = d.call(
+        "GET",
+        "/gates?$top=1",
+        None,
+        &[("host", "evil.example@x")],
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let link = r.body["nextLink"].as_str().unwrap();
+    assert!(link.starts_with("/api/v1/fleets/default/gates?"), "{link}");
 }

@@ -794,6 +794,10 @@ impl<H: HostImports> Guest<H> {
                 let freezes = self.engine_ref().freezes();
                 Ok(serde_json::json!({ "freezes": freezes }).to_string())
             }
+            "leases" => {
+                let leases = self.engine_ref().leases();
+                Ok(serde_json::json!({ "leases": leases }).to_string())
+            }
             "snapshot" => {
                 let (doc, rc) = self.write_snapshot();
                 if rc != 0 {
@@ -805,7 +809,7 @@ impl<H: HostImports> Guest<H> {
                 Ok(doc)
             }
             other => Err(bad(format!(
-                "unknown request type \"{other}\" (ping, simulate, command, status, plan, forecast, runs, nextWakeup, catalog, freezes, snapshot)"
+                "unknown request type \"{other}\" (ping, simulate, command, status, plan, forecast, runs, nextWakeup, catalog, freezes, leases, snapshot)"
             ))),
         }
     }

@@ -352,6 +352,11 @@ fn catalog_freezes_and_forecast_requests_read_without_journaling() {
     assert_eq!(catalog["kubernetes"][0]["version"], "1.31.2");
     let freezes = ok_result(&p.request(&request(json!({"type": "freezes"}))));
     assert_eq!(freezes, json!({"freezes": []}));
+    let leases = ok_result(&p.request(&request(json!({"type": "leases"}))));
+    assert_eq!(
+        leases["leases"]["dev-1"], "r1",
+        "the upgrading member is held by its run"
+    );
     let f = ok_result(&p.request(&request(
         json!({"type": "forecast", "run": "r1", "upgradeMinutes": 10}),
     )));

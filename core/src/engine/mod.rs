@@ -133,6 +133,11 @@ impl Engine {
         &self.freezes
     }
 
+    /// Member leases: member → the run that holds it (one upgrade authority, spec section 9).
+    pub fn leases(&self) -> &BTreeMap<String, String> {
+        &self.leases
+    }
+
     /// Operations in flight: operation id → (run, member).
     pub fn operations_in_flight(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.operations.iter().map(|(op, loc)| {

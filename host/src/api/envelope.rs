@@ -6,7 +6,7 @@ use super::auth::{Caller, Need};
 use super::problem::Problem;
 use super::ApiState;
 use crate::daemon::{Extras, Worker};
-use crate::store::{NewAudit, ResourceMeta, StoreRead};
+use crate::store::{NewAudit, ResourceMeta};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -193,21 +193,35 @@ pub(super) fn refuse(w: &mut Worker, entry: NewAudit, problem: Problem) -> Probl
 }
 
 /// `GET /{kind}` of resources whose properties are stored as written (strategies, members).
+/// What a kind adds at read time to the properties it stored (a member's lease holder, which
+/// the engine knows): called on the engine thread, once per request, with every item's
+/// (name, properties). The eTag covers what it adds.
+pub(super) type Live = fn(&mut Worker, &mut [(String, Value)]) -> Result<(), Problem>;
+
 pub(super) async fn list_stored(
     st: &ApiState,
     fleet: &str,
     headers: &HeaderMap,
     paging: &Paging,
     kind: &'static str,
+    live: Option<Live>,
 ) -> Result<Response, Problem> {
     st.caller(fleet, headers, Need::Read)?;
     let f = fleet.to_string();
     let items = st
         .engine(move |w| {
             let metas = w.engine().stored().resources(kind).map_err(store_problem)?;
+            let mut props: Vec<(String, Value)> = metas
+                .iter()
+                .map(|m| (m.name.clone(), stored_body(m)))
+                .collect();
+            if let Some(live) = live {
+                live(w, &mut props)?;
+            }
             Ok(metas
                 .iter()
-                .map(|m| (m.name.clone(), envelope(&f, m, stored_body(m)).0))
+                .zip(props)
+                .map(|(m, (name, p))| (name, envelope(&f, m, p).0))
                 .collect::<Vec<_>>())
         })
         .await?;
@@ -224,6 +238,7 @@ pub(super) async fn show_stored(
     headers: &HeaderMap,
     kind: &'static str,
     what: &'static str,
+    live: Option<Live>,
 ) -> Result<Response, Problem> {
     st.caller(fleet, headers, Need::Read)?;
     let f = fleet.to_string();
@@ -235,7 +250,12 @@ pub(super) async fn show_stored(
                 .resource(kind, &name)
                 .map_err(store_problem)?;
             let meta = meta.ok_or_else(|| Problem::not_found(what, &name))?;
-            Ok(envelope(&f, &meta, stored_body(&meta)))
+            let mut props = [(meta.name.clone(), stored_body(&meta))];
+            if let Some(live) = live {
+                live(w, &mut props)?;
+            }
+            let [(_, p)] = props;
+            Ok(envelope(&f, &meta, p))
         })
         .await?;
     Ok(respond(StatusCode::OK, &etag, &v))
@@ -289,18 +309,30 @@ pub(super) fn store_problem(e: crate::store::StoreError) -> Problem {
     Problem::unavailable(&e.to_string())
 }
 
-/// `$top` and `$skipToken` of a list request.
+/// `$top` and `$skipToken` of a list request, and where its next page is.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 pub(super) struct Paging {
     #[serde(rename = "$top", default, deserialize_with = "super::top")]
     pub(super) top: Option<u32>,
     #[serde(rename = "$skipToken")]
     pub(super) skip_token: Option<String>,
+    /// Filled from the request, not the query string.
+    #[serde(skip)]
+    pub(super) next: NextLink,
 }
 
-/// `{value, nextLink}` over items sorted by name: those after `$skipToken`, at most `$top`.
-pub(super) fn page(path: &str, items: Vec<(String, Value)>, paging: &Paging) -> Value {
+impl super::FromQuery for Paging {
+    fn with_request(&mut self, parts: &axum::http::request::Parts) {
+        self.next = NextLink::of(parts, &["$top", "$skipToken"]);
+    }
+}
+
+/// `{value, nextLink}`: the items sorted by name, those after `$skipToken`, at most `$top`.
+/// The order is the token's, so a client following `nextLink` sees every item that existed
+/// throughout exactly once, whatever was added or removed meanwhile.
+pub(super) fn page(path: &str, mut items: Vec<(String, Value)>, paging: &Paging) -> Value {
     let top = paging.top.unwrap_or(100).clamp(1, 1000) as usize;
+    items.sort_by(|a, b| a.0.cmp(&b.0));
     let after: Vec<(String, Value)> = items
         .into_iter()
         .filter(|(name, _)| paging.skip_token.as_ref().is_none_or(|t| name > t))
@@ -308,11 +340,128 @@ pub(super) fn page(path: &str, items: Vec<(String, Value)>, paging: &Paging) -> 
     let more = after.len() > top;
     let shown: Vec<(String, Value)> = after.into_iter().take(top).collect();
     let next = match (more, shown.last()) {
-        (true, Some((last, _))) => Value::String(format!("{path}?$top={top}&$skipToken={last}")),
+        (true, Some((last, _))) => Value::String(paging.next.link(
+            path,
+            &[("$top", top.to_string()), ("$skipToken", last.clone())],
+        )),
         _ => Value::Null,
     };
     json!({
         "value": shown.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
         "nextLink": next,
     })
+}
+
+/// What a list's `nextLink` is made of: the request's origin (`http://HOST`, absolute as
+/// Azure's are) and its query parameters other than the paging ones, kept as sent (`$filter`,
+/// `run`, ...).
+#[derive(Clone, Debug, Default)]
+pub(super) struct NextLink {
+    /// `scheme://host[:port]`, or empty (a link relative to the server) when the request named
+    /// no usable host.
+    origin: String,
+    /// The query's other `key=value` pairs, as the request wrote them.
+    kept: Vec<String>,
+}
+
+impl NextLink {
+    /// The next link of a request whose paging parameters are `paging` (they are replaced).
+    pub(super) fn of(parts: &axum::http::request::Parts, paging: &[&str]) -> NextLink {
+        let kept = parts
+            .uri
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .filter(|pair| {
+                let key = pair.split('=').next().unwrap_or("");
+                !paging.contains(&percent_decode(key).as_str())
+            })
+            .map(str::to_string)
+            .collect();
+        NextLink {
+            origin: origin(parts).unwrap_or_default(),
+            kept,
+        }
+    }
+
+    /// The link to `path` with the kept parameters and then `params` (values percent-encoded).
+    pub(super) fn link(&self, path: &str, params: &[(&str, String)]) -> String {
+        let mut query = self.kept.clone();
+        query.extend(
+            params
+                .iter()
+                .map(|(k, v)| format!("{k}={}", percent_encode(v))),
+        );
+        format!("{}{path}?{}", self.origin, query.join("&"))
+    }
+}
+
+/// `scheme://authority` of a request: the authority of an absolute-form target, else the `Host`
+/// header — only when it is a plain `host[:port]` (a name, an IPv4 address or a bracketed IPv6
+/// one; no user info, nothing a link could be bent with). The scheme is `https` when a proxy
+/// says so (`X-Forwarded-Proto: https`), else `http` (the daemon itself speaks plain HTTP).
+fn origin(parts: &axum::http::request::Parts) -> Option<String> {
+    let host = match parts.uri.authority() {
+        Some(a) => a.as_str().to_string(),
+        None => parts
+            .headers
+            .get(header::HOST)?
+            .to_str()
+            .ok()?
+            .trim()
+            .to_string(),
+    };
+    let plain = !host.is_empty()
+        && host.len() <= 255
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        && host.parse::<axum::http::uri::Authority>().is_ok();
+    if !plain {
+        return None;
+    }
+    let https = parts
+        .headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
+    let scheme = if https { "https" } else { "http" };
+    Some(format!("{scheme}://{host}"))
+}
+
+/// `s` with every byte but the unreserved ones (RFC 3986) percent-encoded.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `s` with its `%XX` escapes decoded (a malformed one is kept as it is).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let hex = |b: &u8| (*b as char).to_digit(16);
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let (h, l) = (
+                bytes.get(i + 1).and_then(hex),
+                bytes.get(i + 2).and_then(hex),
+            );
+            if let (Some(h), Some(l)) = (h, l) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

@@ -6,7 +6,6 @@
 use super::envelope::store_problem;
 use super::problem::Problem;
 use super::{ApiState, Need};
-use crate::store::StoreRead;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -21,6 +20,15 @@ pub(super) struct After {
     #[serde(rename = "$top", default, deserialize_with = "super::top")]
     top: Option<u32>,
     run: Option<String>,
+    /// Filled from the request, not the query string.
+    #[serde(skip)]
+    next: super::envelope::NextLink,
+}
+
+impl super::FromQuery for After {
+    fn with_request(&mut self, parts: &axum::http::request::Parts) {
+        self.next = super::envelope::NextLink::of(parts, &["after", "$top"]);
+    }
 }
 
 /// How many events one read takes from the store while a stream catches up.
@@ -152,16 +160,13 @@ pub(super) async fn list(
         })
         .collect();
     let next = match (more, value.last()) {
-        (true, Some(last)) => {
-            let mut link = format!(
-                "/api/v1/fleets/{fleet}/events?after={}&$top={top}",
-                last["seq"]
-            );
-            if let Some(r) = &q.run {
-                link.push_str(&format!("&run={r}"));
-            }
-            json!(link)
-        }
+        (true, Some(last)) => json!(q.next.link(
+            &format!("/api/v1/fleets/{fleet}/events"),
+            &[
+                ("after", last["seq"].to_string()),
+                ("$top", top.to_string())
+            ],
+        )),
         _ => Value::Null,
     };
     Ok(axum::Json(json!({ "value": value, "nextLink": next })).into_response())
@@ -202,9 +207,12 @@ pub(super) async fn audit(
         })
         .collect();
     let next = match (more, value.last()) {
-        (true, Some(last)) => json!(format!(
-            "/api/v1/fleets/{fleet}/audit?after={}&$top={top}",
-            last["seq"]
+        (true, Some(last)) => json!(q.next.link(
+            &format!("/api/v1/fleets/{fleet}/audit"),
+            &[
+                ("after", last["seq"].to_string()),
+                ("$top", top.to_string())
+            ],
         )),
         _ => Value::Null,
     };

@@ -86,6 +86,8 @@ pub(super) struct ReleasesQuery {
     region: Option<String>,
 }
 
+impl super::FromQuery for ReleasesQuery {}
+
 /// The releases of `list` available in `region`: `[{version, availableSince}]`.
 fn in_region(list: &Value, region: &str) -> Value {
     let items = list.as_array().cloned().unwrap_or_default();
@@ -132,6 +134,8 @@ pub(super) async fn simulate(
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     let text = json_body(&headers, body)?;
+    // Text that is not JSON is the request's fault (400), not the simulation's.
+    document::from_json_str::<serde::de::IgnoredAny>(&text).map_err(|e| Problem::engine(&e, ""))?;
     let module = st
         .sandbox
         .clone()
@@ -168,4 +172,45 @@ pub(super) async fn simulate(
             format!("the simulation did not finish: {e}"),
         )),
     }
+}
+
+/// The fleet as a resource: its name, and what time it is in the fleet and how fast fleet time
+/// runs (1 in production; a demo's clock runs faster). Clients count down to a fleet-time
+/// `until` with it.
+async fn fleet_resource(st: &ApiState) -> Result<Value, Problem> {
+    let (now_ms, scale) = st
+        .engine(|w| {
+            let clock = *w.clock();
+            Ok((crate::runtime::host::Clock::now_ms(&clock), clock.scale()))
+        })
+        .await?;
+    let now = chrono::DateTime::from_timestamp_millis(now_ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    Ok(json!({
+        "id": format!("/fleets/{}", st.fleet),
+        "name": st.fleet,
+        "type": "Microsoft.ContainerService/fleets",
+        "properties": { "fleetTime": now, "timeScale": scale },
+    }))
+}
+
+/// `GET /api/v1/fleets`: the one fleet this daemon serves (what a client without `-f` uses).
+pub(super) async fn list_fleets(
+    State(st): State<Arc<ApiState>>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    st.auth.check(&headers, Need::Read)?;
+    let f = fleet_resource(&st).await?;
+    Ok(axum::Json(json!({ "value": [f] })).into_response())
+}
+
+/// `GET /api/v1/fleets/{fleet}`.
+pub(super) async fn show_fleet(
+    State(st): State<Arc<ApiState>>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    st.caller(&fleet, &headers, Need::Read)?;
+    Ok(axum::Json(fleet_resource(&st).await?).into_response())
 }

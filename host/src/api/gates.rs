@@ -7,7 +7,6 @@ use super::envelope::{self, audit, page, refuse, respond, store_problem, Paging}
 use super::problem::Problem;
 use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
-use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -29,6 +28,11 @@ struct Found {
     stage: String,
     group: Option<String>,
     gate: GateStatus,
+    /// Who created the run, and when (the stored resource's `systemData`).
+    run_created_by: String,
+    run_created_at: String,
+    /// When the run started.
+    run_start: Option<waverun_core::time::Timestamp>,
 }
 
 /// The GUID name of the engine's gate `engine_id`.
@@ -45,7 +49,7 @@ fn guid(engine_id: &str) -> String {
     )
 }
 
-/// Every created gate of every run, in run and tree order.
+/// Every created gate of every run, in run and tree order (lists sort them by name).
 fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
     let runs = w
         .engine()
@@ -69,6 +73,9 @@ fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
                             stage: s.name.clone(),
                             group: group.map(str::to_string),
                             gate: g.clone(),
+                            run_created_by: run.created_by.clone(),
+                            run_created_at: run.created_at.clone(),
+                            run_start: status.status.start_time,
                         });
                     }
                 }
@@ -116,10 +123,47 @@ fn resource(fleet: &str, f: &Found) -> (Value, String) {
         "id": envelope::resource_id(fleet, KIND, &f.guid),
         "name": f.guid,
         "type": envelope::azure_type(KIND),
+        "systemData": system_data(f),
         "properties": properties,
         "eTag": etag,
     });
     (v, etag)
+}
+
+/// A gate's `systemData`, from what the engine and the store keep: created by whoever created
+/// its run, when the run reached it (else when the run started, else when the run was
+/// created); last modified by whoever completed it (an approver's token name, or `schedule`
+/// for a scheduled start: an application), when it was completed — until then, as created.
+fn system_data(f: &Found) -> Value {
+    let time =
+        |t: waverun_core::time::Timestamp| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let created_at = f
+        .gate
+        .status
+        .start_time
+        .or(f.run_start)
+        .map(time)
+        .unwrap_or_else(|| f.run_created_at.clone());
+    let (modified_by, modified_type, modified_at) = match &f.gate.completed_by {
+        Some(by) => {
+            let kind = if by == "schedule" {
+                "Application"
+            } else {
+                "User"
+            };
+            let at = f.gate.status.completed_time.map(time);
+            (by.clone(), kind, at.unwrap_or_else(|| created_at.clone()))
+        }
+        None => (f.run_created_by.clone(), "User", created_at.clone()),
+    };
+    json!({
+        "createdBy": f.run_created_by,
+        "createdByType": "User",
+        "createdAt": created_at,
+        "lastModifiedBy": modified_by,
+        "lastModifiedByType": modified_type,
+        "lastModifiedAt": modified_at,
+    })
 }
 
 /// `GET /gates`'s query: `$filter=state eq Pending`, `run=NAME`, paging.
@@ -130,6 +174,12 @@ pub(super) struct ListQuery {
     run: Option<String>,
     #[serde(flatten)]
     paging: Paging,
+}
+
+impl super::FromQuery for ListQuery {
+    fn with_request(&mut self, parts: &axum::http::request::Parts) {
+        super::FromQuery::with_request(&mut self.paging, parts);
+    }
 }
 
 fn state_filter(filter: &str) -> Result<RunState, Problem> {
@@ -224,8 +274,10 @@ pub(super) async fn approve(
     State(st): State<Arc<ApiState>>,
     Path((fleet, id)): Path<(String, String)>,
     headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let caller = st.caller(&fleet, &headers, Need::Approve)?;
+    super::no_body(&headers, body)?;
     approve_gate(st, fleet, id, headers, caller).await
 }
 

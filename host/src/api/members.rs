@@ -8,9 +8,8 @@ use super::envelope::{self, audit, delete_stored, list_stored, refuse, show_stor
 use super::envelope::{store_problem, stored_body, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
-use crate::daemon::{Extras, MemberBinding, MEMBERS};
+use crate::daemon::{Extras, MemberBinding, Worker, MEMBERS};
 use crate::providers::{ProviderError, ProviderErrorCode};
-use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -70,7 +69,7 @@ pub(super) async fn list(
     headers: HeaderMap,
     super::Q(paging): super::Q<Paging>,
 ) -> Result<Response, Problem> {
-    list_stored(&st, &fleet, &headers, &paging, KIND).await
+    list_stored(&st, &fleet, &headers, &paging, KIND, Some(leases)).await
 }
 
 pub(super) async fn show(
@@ -78,7 +77,22 @@ pub(super) async fn show(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    show_stored(&st, &fleet, name, &headers, KIND, "member").await
+    show_stored(&st, &fleet, name, &headers, KIND, "member", Some(leases)).await
+}
+
+/// `properties.status.leaseHolder`: the run that holds each member (one upgrade authority), as
+/// the engine knows it now.
+fn leases(w: &mut Worker, members: &mut [(String, Value)]) -> Result<(), Problem> {
+    let leases = w
+        .engine()
+        .query(&serde_json::json!({ "type": "leases" }))
+        .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+    for (name, p) in members.iter_mut() {
+        if let Some(run) = leases["leases"].get(name.as_str()) {
+            p["status"]["leaseHolder"] = run.clone();
+        }
+    }
+    Ok(())
 }
 
 /// What a provider's refusal to describe a cluster means to the caller.
@@ -239,7 +253,10 @@ async fn write(
             let meta = w
                 .register_member(&binding, &d, &caller.name, extras)
                 .map_err(|e| Problem::daemon(&e, &under_properties))?;
-            let (v, etag) = envelope::envelope(&f, &meta, stored_body(&meta));
+            let mut props = [(meta.name.clone(), stored_body(&meta))];
+            leases(w, &mut props)?;
+            let [(_, p)] = props;
+            let (v, etag) = envelope::envelope(&f, &meta, p);
             Ok((existing.is_none(), v, etag))
         })
         .await?;

@@ -166,9 +166,15 @@ use crate::runtime::host::Clock;
 /// rejection).
 pub(super) struct Q<T>(pub T);
 
+/// A query's parameters, and what else of the request they need (a list's next link).
+pub(super) trait FromQuery: serde::de::DeserializeOwned {
+    /// Takes what it needs of the request, once the parameters are read.
+    fn with_request(&mut self, _parts: &axum::http::request::Parts) {}
+}
+
 impl<T, S> axum::extract::FromRequestParts<S> for Q<T>
 where
-    T: serde::de::DeserializeOwned,
+    T: FromQuery,
     S: Send + Sync,
 {
     type Rejection = Problem;
@@ -178,7 +184,10 @@ where
         _state: &S,
     ) -> Result<Self, Problem> {
         match axum::extract::Query::<T>::try_from_uri(&parts.uri) {
-            Ok(axum::extract::Query(v)) => Ok(Q(v)),
+            Ok(axum::extract::Query(mut v)) => {
+                T::with_request(&mut v, parts);
+                Ok(Q(v))
+            }
             Err(e) => {
                 let text = e.body_text();
                 let detail = text
@@ -253,6 +262,26 @@ fn json_body(
         .map_err(|_| Problem::invalid("", "the body is not UTF-8 text"))
 }
 
+/// The body of an action that takes none (`start`, `stop`, `approve`): nothing, or an empty
+/// JSON object. Anything else is refused as a body would be (413, 415, 400 naming the field),
+/// never ignored.
+fn no_body(
+    headers: &HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<(), Problem> {
+    if body.as_ref().is_ok_and(|b| b.is_empty()) {
+        return Ok(());
+    }
+    /// The object such an action takes: no fields.
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Empty {}
+    let text = json_body(headers, body)?;
+    waverun_core::document::from_json_str::<Empty>(&text)
+        .map(|_| ())
+        .map_err(|e| Problem::engine(&e, ""))
+}
+
 async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -314,10 +343,14 @@ async fn no_such_path(uri: axum::http::Uri) -> Problem {
 }
 
 /// Every request: gives it a request id (the client's `x-request-id`, else a new one, echoed in
-/// the answer), logs it once answered (method, path without the query string, status, time; never
-/// a header, so never a token), and audits a mutation refused before it reached the engine (no
-/// token, a weak one, a body that is not JSON or too big): the engine's own refusals are audited
-/// in their step.
+/// the answer); reads a mutation's body whole first (one over [`MAX_BODY_BYTES`] is refused 413
+/// here, whatever the route would have done with it); makes every error answer an RFC 9457
+/// problem (axum's own — a 405 with its `Allow`, a path it cannot decode — are plain text);
+/// logs the request once answered (method, path without the query string, status, time; never
+/// a header, so never a token); and audits every mutation that failed without being audited in
+/// its own step — refused before it reached the engine (no token, a weak one, a bad body) or
+/// not run at all (503: the deadline passed, the engine is unavailable). A mutation that
+/// succeeded is audited in the step that made it.
 async fn around_request(
     State(st): State<Arc<ApiState>>,
     mut req: axum::extract::Request,
@@ -336,50 +369,178 @@ async fn around_request(
         .map(|c| c.name)
         .unwrap_or_else(|_| "unauthenticated".to_string());
     let began = std::time::Instant::now();
-    let mut response = next.run(req).await;
+    let read = if mutation {
+        let (parts, body) = req.into_parts();
+        match read_body(body).await {
+            Ok(bytes) => Ok(axum::extract::Request::from_parts(
+                parts,
+                axum::body::Body::from(bytes),
+            )),
+            Err(p) => Err(p),
+        }
+    } else {
+        Ok(req)
+    };
+    let mut response = match read {
+        Ok(req) => next.run(req).await,
+        Err(p) => p.into_response(),
+    };
     let status = response.status();
+    if (status.is_client_error() || status.is_server_error())
+        && response.extensions().get::<Problem>().is_none()
+    {
+        response = as_problem(response, &method, &path).await;
+    }
     let ms = began.elapsed().as_secs_f64() * 1000.0;
     if status.is_server_error() {
         tracing::warn!(%method, %path, status = status.as_u16(), ms, request_id = %request_id, "request");
     } else {
         tracing::info!(%method, %path, status = status.as_u16(), ms, request_id = %request_id, "request");
     }
-    if mutation && status.is_client_error() && path.starts_with("/api/v1/fleets/") {
+    let failed = status.is_client_error() || status.is_server_error();
+    if mutation && failed && path.starts_with("/api/v1/fleets/") {
+        let problem = response.extensions().get::<Problem>();
         let entry = crate::store::NewAudit {
             at: crate::now_rfc3339(),
             who,
             action: format!("{method} {}", path.trim_start_matches("/api/v1")),
             target: path.trim_start_matches("/api/v1").to_string(),
             request_id: request_id.clone(),
-            outcome: status
-                .canonical_reason()
-                .unwrap_or("Refused")
-                .replace(' ', ""),
-            detail: None,
+            outcome: problem.map(|p| p.code.clone()).unwrap_or_else(|| {
+                status
+                    .canonical_reason()
+                    .unwrap_or("Refused")
+                    .replace(' ', "")
+            }),
+            detail: problem.map(|p| p.detail.clone()),
         };
-        let rid = request_id.clone();
-        let audited = st
-            .engine(move |w| {
-                use crate::store::StoreRead;
-                if w.engine().stored().audited(&rid).unwrap_or(false) {
-                    return Ok(());
-                }
-                w.engine()
-                    .record(crate::daemon::Extras {
-                        audit: Some(entry),
-                        ..Default::default()
-                    })
-                    .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))
-            })
-            .await;
-        if let Err(p) = audited {
-            tracing::error!(request_id = %request_id, detail = %p.detail, "auditing a refused request failed");
-        }
+        st.audit_failure(entry).await;
+    }
+    if method == axum::http::Method::HEAD {
+        *response.body_mut() = axum::body::Body::empty();
     }
     if let Ok(v) = axum::http::HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", v);
     }
     response
+}
+
+/// How long a failed mutation's answer waits for its audit entry to be written (the engine may
+/// be what failed: past this, the entry is written when the engine gets to it).
+const AUDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl ApiState {
+    /// Writes the audit entry of a failed mutation unless its step wrote one. The job has no
+    /// deadline (a request that timed out waiting for the engine is audited all the same);
+    /// the answer waits for it at most [`AUDIT_WAIT`]. When the engine is gone, the entry goes
+    /// to the log instead.
+    async fn audit_failure(&self, entry: crate::store::NewAudit) {
+        let daemon = self.daemon.clone();
+        let request_id = entry.request_id.clone();
+        let logged = entry.clone();
+        let write = tokio::task::spawn_blocking(move || {
+            daemon.call(move |w| {
+                if w.engine()
+                    .stored()
+                    .audited(&entry.request_id)
+                    .unwrap_or(false)
+                {
+                    return Ok(());
+                }
+                w.engine().record(crate::daemon::Extras {
+                    audit: Some(entry),
+                    ..Default::default()
+                })
+            })
+        });
+        let failed = match tokio::time::timeout(AUDIT_WAIT, write).await {
+            Err(_) => {
+                tracing::warn!(request_id = %request_id, "the audit entry of a failed request waits for the engine");
+                return;
+            }
+            Ok(Ok(Ok(Ok(())))) => return,
+            Ok(Ok(Ok(Err(e)))) => e.to_string(),
+            Ok(Ok(Err(_))) => "the engine is not running".to_string(),
+            Ok(Err(_)) => "the audit write was cancelled".to_string(),
+        };
+        tracing::error!(
+            request_id = %request_id,
+            who = %logged.who,
+            action = %logged.action,
+            target = %logged.target,
+            outcome = %logged.outcome,
+            error = %failed,
+            "the audit entry of a failed request could not be stored"
+        );
+    }
+}
+
+/// A request body, whole: 413 past [`MAX_BODY_BYTES`], 400 when it breaks off.
+async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Problem> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "InvalidBody",
+                format!("the body could not be read: {e}"),
+            )
+        })?;
+        if buf.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PayloadTooLarge",
+                format!("the body is over {MAX_BODY_BYTES} bytes"),
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.into())
+}
+
+/// An error answer that is not a problem (axum's plain-text or empty ones) as one, its headers
+/// (`Allow` of a 405) kept.
+async fn as_problem(response: Response, method: &axum::http::Method, path: &str) -> Response {
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let status = parts.status;
+    let problem = if status == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = parts
+            .headers
+            .get(header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .replace(',', ", ");
+        Problem::new(
+            status,
+            "MethodNotAllowed",
+            format!("{method} is not allowed on {path}; it allows {allow}"),
+        )
+    } else if let Some(why) = text.strip_prefix("Invalid URL: ") {
+        // A path segment axum could not decode: `... `name` ...` names the parameter.
+        let target = why.split('`').nth(1).unwrap_or("").to_string();
+        Problem::new(status, "InvalidField", format!("the path: {why}")).at(target)
+    } else {
+        let reason = status.canonical_reason().unwrap_or("Error");
+        let detail = if text.is_empty() {
+            reason.to_string()
+        } else {
+            text
+        };
+        Problem::new(status, &reason.replace(' ', ""), detail)
+    };
+    let mut r = problem.into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            r.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    r
 }
 
 /// The API's routes over `state`.
@@ -419,17 +580,20 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route("/events", get(events::list))
         .route("/audit", get(events::audit));
-    Router::new()
+    let api = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi_json))
+        .route("/api/v1/fleets", get(fleet::list_fleets))
+        .route("/api/v1/fleets/{fleet}", get(fleet::show_fleet))
         .nest("/api/v1/fleets/{fleet}", fleet)
         .fallback(no_such_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            around_request,
-        ))
-        .with_state(state)
+        .with_state(state.clone());
+    // The middleware goes around the whole router (not each route, as `layer` would put it),
+    // so that it sees every answer as it leaves: a 405 with its `Allow` header.
+    Router::new()
+        .fallback_service(api)
+        .layer(axum::middleware::from_fn_with_state(state, around_request))
 }

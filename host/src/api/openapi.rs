@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -67,6 +68,21 @@ struct UpdateRunProperties {
     /// The run this one retries.
     #[serde(default)]
     retry_of: Option<String>,
+    /// The engine modules that executed the run, in the order they first did (a daemon
+    /// upgraded mid-run adds one): absent before the run has started.
+    #[serde(default)]
+    engine_modules: Option<Vec<EngineModule>>,
+}
+
+/// An engine module that executed a run.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct EngineModule {
+    /// The module's SHA-256 (hex).
+    sha256: String,
+    /// When (fleet time) it first executed a step of the run.
+    #[schema(format = DateTime)]
+    since: String,
 }
 
 /// An update run.
@@ -92,6 +108,9 @@ struct MemberObserved {
     maintenance: Maintenance,
     labels: BTreeMap<String, String>,
     busy: bool,
+    /// The run that holds the member's lease (one upgrade authority), if one does.
+    #[serde(default)]
+    lease_holder: Option<String>,
 }
 
 /// A member's properties.
@@ -166,7 +185,9 @@ struct GateProperties {
     completed_by: Option<String>,
 }
 
-/// A gate (fleet-wide, named by a lowercase GUID).
+/// A gate (fleet-wide, named by a lowercase GUID). Its `systemData`: created by whoever created
+/// its run, when the run reached it; last modified by whoever completed it (`schedule` for a
+/// scheduled start), when.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct GateResource {
@@ -174,6 +195,7 @@ struct GateResource {
     name: String,
     #[serde(rename = "type")]
     kind: String,
+    system_data: SystemData,
     properties: GateProperties,
     e_tag: String,
 }
@@ -194,6 +216,33 @@ struct AuditEntry {
     detail: Option<String>,
 }
 
+/// The fleet's clock: fleet time now, and how many fleet seconds pass per real second (1 in
+/// production; a demo's clock runs faster). Clients count down to a fleet-time `until` with it.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct FleetProperties {
+    #[schema(format = DateTime)]
+    fleet_time: String,
+    time_scale: f64,
+}
+
+/// The fleet this daemon serves.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct FleetResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    properties: FleetProperties,
+}
+
+/// The fleets of this daemon (it serves one).
+#[derive(Serialize, ToSchema)]
+struct FleetList {
+    value: Vec<FleetResource>,
+}
+
 macro_rules! list {
     ($name:ident, $item:ty, $doc:expr) => {
         #[doc = $doc]
@@ -201,7 +250,8 @@ macro_rules! list {
         #[serde(rename_all = "camelCase")]
         struct $name {
             value: Vec<$item>,
-            /// The next page, or null.
+            /// The next page, or null: an absolute URL (this server as the request named
+            /// it) with the request's other query parameters (`$filter`, `run`) kept.
             next_link: Option<String>,
         }
     };
@@ -374,6 +424,11 @@ struct RetryBody {
     name: Option<String>,
 }
 
+/// The body of an action that takes none: nothing, or an empty object.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct EmptyBody {}
+
 /// The freeze calendar.
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -419,6 +474,13 @@ const OUTSIDE: &[(&str, &str, &str, &str, &str)] = &[
         "Text",
     ),
     ("/openapi.json", "openapi", "This document", JSON, "Object"),
+    (
+        "/api/v1/fleets",
+        "fleets_list",
+        "The fleet this daemon serves, with its clock (any token)",
+        JSON,
+        "FleetList",
+    ),
 ];
 
 const JSON: &str = "application/json";
@@ -439,6 +501,7 @@ fn operations() -> Vec<Op> {
     let name: &[&str] = &["fleet", "name"];
     let page: &[&str] = &["fleet", "$top", "$skipToken"];
     vec![
+        op(Get, "", "fleet_show", "The fleet, with its clock (fleetTime, timeScale)", "viewer", &["fleet"], None, ("200", "FleetResource", JSON)),
         op(Get, "/members", "members_list", "List members", "viewer", page, None, ("200", "MemberList", JSON)),
         op(Get, "/members/{name}", "members_show", "Show a member", "viewer", name, None, ("200", "MemberResource", JSON)),
         op(Put, "/members/{name}", "members_put", "Create or replace a member (its provider describes the cluster)", "operator", name, Some("MemberPut"), ("200", "MemberResource", JSON)),
@@ -452,8 +515,8 @@ fn operations() -> Vec<Op> {
         op(Get, "/updateRuns/{name}", "runs_show", "Show an update run with its status tree", "viewer", name, None, ("200", "UpdateRunResource", JSON)),
         op(Put, "/updateRuns/{name}", "runs_put", "Create an update run, or change it before it starts", "operator", name, Some("UpdateRunPut"), ("200", "UpdateRunResource", JSON)),
         op(Delete, "/updateRuns/{name}", "runs_delete", "Delete an update run that is not running", "operator", name, None, ("204", "", "")),
-        op(Post, "/updateRuns/{name}/start", "runs_start", "Start (or resume) an update run", "operator", name, None, ("200", "UpdateRunResource", JSON)),
-        op(Post, "/updateRuns/{name}/stop", "runs_stop", "Stop an update run (upgrades in flight finish)", "operator", name, None, ("200", "UpdateRunResource", JSON)),
+        op(Post, "/updateRuns/{name}/start", "runs_start", "Start (or resume) an update run", "operator", name, Some("EmptyBody"), ("200", "UpdateRunResource", JSON)),
+        op(Post, "/updateRuns/{name}/stop", "runs_stop", "Stop an update run (upgrades in flight finish)", "operator", name, Some("EmptyBody"), ("200", "UpdateRunResource", JSON)),
         op(Post, "/updateRuns/{name}/skip", "runs_skip", "Skip members, groups, stages or after-stage waits", "operator", name, Some("SkipBody"), ("200", "UpdateRunResource", JSON)),
         op(Post, "/updateRuns/{name}/retry", "runs_retry", "Create a retry run over the failed, skipped and pending members of a finished run", "operator", name, Some("RetryBody"), ("201", "UpdateRunResource", JSON)),
         op(Get, "/updateRuns/{name}/plan", "runs_plan", "The run's plan: members per stage and group, resolved limits, gates", "viewer", name, None, ("200", "Object", JSON)),
@@ -461,12 +524,12 @@ fn operations() -> Vec<Op> {
         op(Get, "/gates", "gates_list", "List gates ($filter=state eq Pending, run=NAME)", "viewer", &["fleet", "$filter", "run", "$top", "$skipToken"], None, ("200", "GateList", JSON)),
         op(Get, "/gates/{name}", "gates_show", "Show a gate", "viewer", name, None, ("200", "GateResource", JSON)),
         op(Patch, "/gates/{name}", "gates_patch", "Complete a gate ({\"properties\":{\"state\":\"Completed\"}})", "approver", name, Some("GatePatch"), ("200", "GateResource", JSON)),
-        op(Post, "/gates/{name}/approve", "gates_approve", "Approve a gate", "approver", name, None, ("200", "GateResource", JSON)),
+        op(Post, "/gates/{name}/approve", "gates_approve", "Approve a gate", "approver", name, Some("EmptyBody"), ("200", "GateResource", JSON)),
         op(Get, "/freezes", "freezes_show", "The fleet's freeze calendar", "viewer", &["fleet"], None, ("200", "Freezes", JSON)),
         op(Put, "/freezes", "freezes_put", "Replace the freeze calendar", "admin", &["fleet"], Some("Freezes"), ("200", "Freezes", JSON)),
         op(Get, "/releases", "releases_list", "The release catalog (per region with ?region=)", "viewer", &["fleet", "region"], None, ("200", "Object", JSON)),
         op(Post, "/simulate", "simulate", "Simulate a scenario (scenario-format.md, as JSON): the report of `waverun simulate -o json`", "viewer", &["fleet"], Some("Object"), ("200", "Object", JSON)),
-        op(Get, "/events", "events_list", "Engine events: a page of JSON, or Server-Sent Events with Accept: text/event-stream", "viewer", &["fleet", "after", "$top", "run"], None, ("200", "EventList", JSON)),
+        op(Get, "/events", "events_list", "Engine events: a page of JSON, or Server-Sent Events with Accept: text/event-stream", "viewer", &["fleet", "after", "$top", "run", "Accept", "Last-Event-ID"], None, ("200", "EventList", JSON)),
         op(Get, "/audit", "audit_list", "The audit log", "viewer", &["fleet", "after", "$top"], None, ("200", "AuditList", JSON)),
     ]
 }
@@ -521,6 +584,33 @@ fn parameter(name: &str, fleet: &str) -> utoipa::openapi::path::Parameter {
             string(),
             "Only what is available in this region",
         ),
+        "If-Match" => (
+            ParameterIn::Header,
+            string(),
+            "Only if the resource's ETag is one of these (`*`: it exists); else 412",
+        ),
+        "If-None-Match" => (
+            ParameterIn::Header,
+            string(),
+            "Only if the resource's ETag is none of these (`*`: create only); else 412",
+        ),
+        "x-request-id" => (
+            ParameterIn::Header,
+            string().max_length(Some(128)),
+            "The request's id (echoed in the answer and the audit log); one is made up without it",
+        ),
+        "Accept" => (
+            ParameterIn::Header,
+            string(),
+            "`text/event-stream` for the Server-Sent Events stream",
+        ),
+        "Last-Event-ID" => (
+            ParameterIn::Header,
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0)),
+            "The stream resumes after this event (as `after`)",
+        ),
         other => (ParameterIn::Query, string(), other),
     };
     let required = if place == ParameterIn::Path {
@@ -537,9 +627,26 @@ fn parameter(name: &str, fleet: &str) -> utoipa::openapi::path::Parameter {
         .build()
 }
 
+fn string_schema() -> RefOr<Schema> {
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new().schema_type(Type::String).build(),
+    ))
+}
+
+/// The `x-request-id` of every answer.
+fn request_id_header() -> Header {
+    HeaderBuilder::new()
+        .schema(string_schema())
+        .description(Some(
+            "The request's id: the client's x-request-id when it sent one, else a new one",
+        ))
+        .build()
+}
+
 fn problem_response(description: &str) -> utoipa::openapi::Response {
     ResponseBuilder::new()
         .description(description)
+        .header("x-request-id", request_id_header())
         .content(
             "application/problem+json",
             ContentBuilder::new()
@@ -569,27 +676,22 @@ pub fn document(fleet: &str) -> OpenApi {
         for p in o.params {
             b = b.parameter(parameter(p, fleet));
         }
-        if o.method != HttpMethod::Get && o.method != HttpMethod::Delete {
-            b = b.parameter(
-                ParameterBuilder::new()
-                    .name("If-Match")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some(
-                        "The ETag the change is for (412 when it is not current)",
-                    ))
-                    .schema(Some(Schema::Object(
-                        ObjectBuilder::new().schema_type(Type::String).build(),
-                    )))
-                    .build(),
-            );
+        // Every change but a simulation (which changes nothing) is guarded by If-Match; a PUT
+        // or PATCH by If-None-Match too.
+        if o.method != HttpMethod::Get && o.id != "simulate" {
+            b = b.parameter(parameter("If-Match", fleet));
         }
+        if matches!(o.method, HttpMethod::Put | HttpMethod::Patch) {
+            b = b.parameter(parameter("If-None-Match", fleet));
+        }
+        b = b.parameter(parameter("x-request-id", fleet));
         if let Some(body) = o.body {
-            let required = if o.id == "runs_retry" {
-                Required::False
-            } else {
-                Required::True
-            };
+            let required =
+                if ["runs_retry", "runs_start", "runs_stop", "gates_approve"].contains(&o.id) {
+                    Required::False
+                } else {
+                    Required::True
+                };
             b = b.request_body(Some(
                 RequestBodyBuilder::new()
                     .required(Some(required))
@@ -601,33 +703,59 @@ pub fn document(fleet: &str) -> OpenApi {
             ));
         }
         let (status, schema, content) = o.ok;
-        let mut ok = ResponseBuilder::new().description("Success");
-        if !schema.is_empty() {
-            ok = ok.content(
-                content,
-                ContentBuilder::new()
-                    .schema(Some(schema_ref(schema)))
-                    .build(),
-            );
-        }
-        b = b.response(status, ok.build());
-        if o.method == HttpMethod::Put {
-            let mut created = ResponseBuilder::new().description("Created");
+        // A resource (or the freeze calendar) comes with its ETag.
+        let etag = [
+            "MemberResource",
+            "UpdateStrategyResource",
+            "UpdateRunResource",
+            "GateResource",
+            "Freezes",
+        ]
+        .contains(&schema);
+        let success = |description: &str| {
+            let mut r = ResponseBuilder::new()
+                .description(description)
+                .header("x-request-id", request_id_header());
+            if etag {
+                r = r.header(
+                    "ETag",
+                    HeaderBuilder::new()
+                        .schema(string_schema())
+                        .description(Some(
+                            "The resource's strong ETag (as its eTag), for If-Match",
+                        ))
+                        .build(),
+                );
+            }
             if !schema.is_empty() {
-                created = created.content(
+                r = r.content(
                     content,
                     ContentBuilder::new()
                         .schema(Some(schema_ref(schema)))
                         .build(),
                 );
             }
-            b = b.response("201", created.build());
+            if o.id == "events_list" {
+                r = r.content(
+                    "text/event-stream",
+                    ContentBuilder::new().schema(Some(string_schema())).build(),
+                );
+            }
+            r.build()
+        };
+        b = b.response(status, success("Success"));
+        if o.method == HttpMethod::Put {
+            b = b.response("201", success("Created"));
         }
         for (code, what) in [
             ("400", "A field broke a rule (target names it)"),
             ("401", "No valid bearer token"),
             ("403", "The token's role may not do this"),
             ("404", "No such fleet or resource"),
+            (
+                "405",
+                "The path does not take this method (Allow lists those it takes)",
+            ),
             ("409", "The resource's state forbids it, or it exists"),
             ("412", "If-Match / If-None-Match did not hold"),
             ("413", "The body is over 4 MiB"),
@@ -652,6 +780,7 @@ pub fn document(fleet: &str) -> OpenApi {
                 "200",
                 ResponseBuilder::new()
                     .description("Success")
+                    .header("x-request-id", request_id_header())
                     .content(
                         *content,
                         ContentBuilder::new()
@@ -660,7 +789,7 @@ pub fn document(fleet: &str) -> OpenApi {
                     )
                     .build(),
             );
-        if *id == "metrics" {
+        if *id == "metrics" || *id == "fleets_list" {
             b = b
                 .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
                 .response("401", problem_response("No valid bearer token"))
@@ -701,7 +830,12 @@ pub fn document(fleet: &str) -> OpenApi {
     collect::<SkipBody>(&mut schemas);
     collect::<SkipTargetBody>(&mut schemas);
     collect::<RetryBody>(&mut schemas);
+    collect::<EmptyBody>(&mut schemas);
     collect::<Freezes>(&mut schemas);
+    collect::<FleetResource>(&mut schemas);
+    collect::<EngineModule>(&mut schemas);
+    collect::<FleetProperties>(&mut schemas);
+    collect::<FleetList>(&mut schemas);
     collect::<AuditEntry>(&mut schemas);
     collect::<AuditList>(&mut schemas);
     collect::<EventList>(&mut schemas);

@@ -166,11 +166,14 @@ impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self).expect("a problem serialises");
-        (
+        let mut r = (
             status,
             [(header::CONTENT_TYPE, "application/problem+json")],
             body,
         )
-            .into_response()
+            .into_response();
+        // For the request middleware: the audit entry of a refused mutation takes its code.
+        r.extensions_mut().insert(self);
+        r
     }
 }

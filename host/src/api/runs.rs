@@ -6,7 +6,7 @@ use super::envelope::{stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
 use crate::daemon::{Extras, Worker};
-use crate::store::{NewAudit, ResourceMeta, StoreRead};
+use crate::store::{NewAudit, ResourceMeta};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -53,6 +53,10 @@ struct RunProperties {
     status: Option<IgnoredAny>,
     #[serde(default)]
     auto_upgrade_profile_id: Option<IgnoredAny>,
+    #[serde(default)]
+    engine_modules: Option<IgnoredAny>,
+    #[serde(default)]
+    retry_of: Option<IgnoredAny>,
 }
 
 /// The strategy name in an `updateStrategyId`: `/fleets/{fleet}/updateStrategies/{name}` (an
@@ -91,8 +95,26 @@ fn run_resource(
         .engine()
         .query(&json!({ "type": "status", "run": meta.name }))
         .map_err(|e| Problem::daemon(&e, &run_path))?;
+    let modules = w
+        .engine()
+        .stored()
+        .run_modules(&meta.name)
+        .map_err(store_problem)?;
     properties["provisioningState"] = json!("Succeeded");
     properties["status"] = status;
+    if !modules.is_empty() {
+        properties["engineModules"] = modules
+            .iter()
+            .map(|m| {
+                json!({
+                    "sha256": m.module_hash,
+                    "since": chrono::DateTime::from_timestamp_millis(m.first_step_ms)
+                        .unwrap_or_default()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                })
+            })
+            .collect();
+    }
     Ok(envelope(fleet, meta, properties))
 }
 
@@ -505,8 +527,14 @@ async fn action(
         return retry(st, caller, fleet, name, headers, body).await;
     }
     let command = match action.as_str() {
-        "start" => Command::StartRun { name: name.clone() },
-        "stop" => Command::StopRun { name: name.clone() },
+        "start" => {
+            super::no_body(&headers, body)?;
+            Command::StartRun { name: name.clone() }
+        }
+        "stop" => {
+            super::no_body(&headers, body)?;
+            Command::StopRun { name: name.clone() }
+        }
         "skip" => {
             let text = json_body(&headers, body)?;
             let b: SkipBody =

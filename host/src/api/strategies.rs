@@ -6,7 +6,6 @@ use super::envelope::{store_problem, stored_body, written, Paging, Preconditions
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
 use crate::daemon::Extras;
-use crate::store::StoreRead;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -24,7 +23,7 @@ pub(super) async fn list(
     headers: HeaderMap,
     super::Q(paging): super::Q<Paging>,
 ) -> Result<Response, Problem> {
-    list_stored(&st, &fleet, &headers, &paging, KIND).await
+    list_stored(&st, &fleet, &headers, &paging, KIND, None).await
 }
 
 pub(super) async fn show(
@@ -32,7 +31,7 @@ pub(super) async fn show(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    show_stored(&st, &fleet, name, &headers, KIND, "update strategy").await
+    show_stored(&st, &fleet, name, &headers, KIND, "update strategy", None).await
 }
 
 pub(super) async fn put(

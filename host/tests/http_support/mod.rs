@@ -16,11 +16,19 @@ pub fn agent() -> ureq::Agent {
         .into()
 }
 
-/// An answer: status, ETag, and the body (JSON, or the text as a JSON string).
+/// An answer: status, ETag, the body (JSON, or the text as a JSON string), and every header.
 pub struct Reply {
     pub status: u16,
     pub etag: Option<String>,
     pub body: Value,
+    pub headers: ureq::http::HeaderMap,
+}
+
+impl Reply {
+    /// The header `name`, as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
 }
 
 /// The API of one fleet (`base` = `http://ADDR/api/v1/fleets/NAME`).
@@ -75,9 +83,15 @@ impl Client {
             .headers()
             .get("etag")
             .map(|v| v.to_str().unwrap().to_string());
+        let headers = resp.headers().clone();
         let text = resp.body_mut().read_to_string().unwrap();
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Reply { status, etag, body }
+        Reply {
+            status,
+            etag,
+            body,
+            headers,
+        }
     }
 
     /// `GET path`.
