@@ -3,7 +3,9 @@
 //! data directory; some of its lives also have the guest trap every few steps
 //! (`WAVERUN_FAULT_TRAP_EVERY`). The run completes; the simulated platform saw exactly one
 //! upgrade operation per member; every approval acknowledged before a kill is kept; the event
-//! sequence has no gap and no duplicate, and an event never changes once it has been read.
+//! sequence has no gap and no duplicate, and an event never changes once it has been read. A
+//! client follows the Server-Sent Events stream through every life, reconnecting with
+//! `Last-Event-ID`: it sees every event once, in order, as the event log has it.
 
 mod http_support;
 mod process_support;
@@ -13,7 +15,10 @@ use http_support::Client;
 use process_support::Life;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const MEMBERS: usize = 200;
@@ -154,6 +159,96 @@ impl Seen {
     }
 }
 
+/// What the follower got: seq → event, the broken promises it saw, how often it connected.
+type Streamed = (BTreeMap<u64, Value>, Vec<String>, usize);
+
+/// An SSE client that follows the daemon through its lives: it connects to the current life's
+/// `/events` stream, resumes with `Last-Event-ID` after every break, and keeps each event it
+/// received (seq → data). A seq that does not follow the last one received is a broken promise.
+struct SseFollower {
+    /// The current life's fleet API base.
+    base: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
+    /// The last seq received.
+    last: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<Streamed>>,
+}
+
+impl SseFollower {
+    fn start(base: &str) -> SseFollower {
+        let base = Arc::new(Mutex::new(base.to_string()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let last_seq = Arc::new(AtomicU64::new(0));
+        let (b, st, ls) = (base.clone(), stop.clone(), last_seq.clone());
+        let thread = std::thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(Some(Duration::from_secs(2)))
+                .build()
+                .into();
+            let mut got: BTreeMap<u64, Value> = BTreeMap::new();
+            let mut broken = Vec::new();
+            let mut connections = 0;
+            // Bounded: the test stops it (and the last life's SIGTERM ends its stream).
+            let deadline = Instant::now() + Duration::from_secs(900);
+            while !st.load(Ordering::SeqCst) && Instant::now() < deadline {
+                let last = got.keys().next_back().copied().unwrap_or(0);
+                let url = format!("{}/events", b.lock().unwrap());
+                let resp = agent
+                    .get(&url)
+                    .header("accept", "text/event-stream")
+                    .header("last-event-id", last.to_string())
+                    .call();
+                let resp = match resp {
+                    Ok(r) if r.status() == 200 => r,
+                    _ => {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue; // killed, or not ready yet: the next life
+                    }
+                };
+                connections += 1;
+                let reader = std::io::BufReader::new(resp.into_body().into_reader());
+                let mut id = None;
+                for line in reader.lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.trim().parse::<u64>().ok();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        let (Some(seq), Ok(data)) = (id.take(), serde_json::from_str::<Value>(v))
+                        else {
+                            broken.push(format!("an unreadable event: {line}"));
+                            continue;
+                        };
+                        let last = got.keys().next_back().copied().unwrap_or(0);
+                        if seq != last + 1 {
+                            broken.push(format!("event {seq} after {last}"));
+                        }
+                        got.insert(seq, data);
+                        ls.store(seq, Ordering::SeqCst);
+                    }
+                }
+            }
+            (got, broken, connections)
+        });
+        SseFollower {
+            base,
+            stop,
+            last: last_seq,
+            thread: Some(thread),
+        }
+    }
+
+    fn follow(&self, life: &Life) {
+        *self.base.lock().unwrap() = life.api.base.clone();
+    }
+
+    /// Stops following (its stream must end: stop the daemon next) and gives what it got.
+    fn finish(mut self) -> Streamed {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
 fn run_state(api: &Client) -> Option<String> {
     let r = api.get("/updateRuns/r1", None);
     r.body["properties"]["status"]["status"]["state"]
@@ -196,6 +291,7 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
         .api
         .call("POST", "/updateRuns/r1/start", None, &[], None);
     assert_eq!(r.status, 200, "{}", r.body);
+    let sse = SseFollower::start(&life.api.base);
 
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut kills = 0;
@@ -215,6 +311,7 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
         kills += 1;
         n += 1;
         life = start(dir.path(), &fleet, n, n % 5 == 0);
+        sse.follow(&life);
         assert!(
             life.ready(60),
             "life {n} never got ready (see life-{n}.log)"
@@ -279,15 +376,43 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
         );
     }
 
-    // A clean stop, then the simulated platform's own record: one operation per member.
+    // The stream's follower has caught up with the log (bounded wait), then the daemon
+    // stops cleanly, which ends the stream.
+    let last = *seqs.last().unwrap();
+    let caught_up = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < caught_up && sse.last.load(Ordering::SeqCst) < last {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // SAFETY: kill(2) signals the child we started; no memory is involved.
     unsafe {
         libc::kill(life.child.id() as i32, libc::SIGTERM);
     }
+    let streamed_until_stop = sse.finish();
     assert!(
         life.child.wait().unwrap().success(),
         "SIGTERM stops it cleanly"
     );
+    let (streamed, broken, connections) = streamed_until_stop;
+    assert!(
+        broken.is_empty(),
+        "the SSE stream broke its order: {broken:?}"
+    );
+    assert!(
+        connections > KILLS / 2,
+        "the follower reconnected only {connections} times"
+    );
+    assert_eq!(
+        streamed.keys().copied().collect::<Vec<_>>(),
+        seqs,
+        "the stream delivered every event once, across every kill"
+    );
+    for (seq, data) in &streamed {
+        let logged = &seen.events[seq];
+        assert_eq!(data["kind"], logged["kind"], "event {seq}");
+        assert_eq!(data["at"], logged["at"], "event {seq}");
+        assert_eq!(data.get("member"), logged.get("member"), "event {seq}");
+    }
+
     let db = rusqlite::Connection::open(dir.path().join("data/waverun.db")).unwrap();
     let mut st = db
         .prepare("SELECT member, COUNT(*) FROM sim_operations GROUP BY member")
