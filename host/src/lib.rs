@@ -1,13 +1,18 @@
-//! The waverun host: reading files for the CLI (and, later, the daemon), the runtime that
-//! runs the engine as a WebAssembly plugin in wasmtime ([`runtime`]), and the daemon's store
-//! ([`store`]).
+//! The waverun host: the `waverun` binary's command line ([`cli`]), the daemon's HTTP API
+//! ([`api`]), the engine of a fleet ([`daemon`]), the runtime that runs the engine as a
+//! WebAssembly plugin in wasmtime ([`runtime`]), the daemon's store ([`store`]), the cluster
+//! providers ([`providers`]), and [`serve`], which puts a daemon together. Reading documents
+//! (YAML or JSON, strictly) is here at the top.
 //!
-//! Rooms and the way their imports point: `daemon` (the engine of a fleet) → `runtime` and
-//! `store`; `store` (and the providers, later) implement what `runtime` and `daemon` need;
-//! `runtime` imports none of them.
+//! Rooms and the way their imports point: `cli` and `api` → `daemon` (the engine thread and
+//! its loop) → `runtime` (wasmtime, the ABI imports); `store` (SQLite) and `providers`
+//! (simulated, exec) sit beside the runtime, and `daemon` adapts them to its traits (the
+//! plugin's journal and cluster calls, `daemon/step.rs`). `runtime` imports none of them;
+//! `serve` is the one place that knows every room.
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod cli;
 pub mod daemon;
 pub mod providers;
 pub mod runtime;

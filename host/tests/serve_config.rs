@@ -26,6 +26,41 @@ fn the_example_config_reads() {
     assert_eq!(c.fleet, "default");
     assert_eq!(c.tokens.len(), 2);
     assert_eq!(c.time_scale, 1.0);
+    let fleet_file = c.fleet_file.expect("the example names a fleet file");
+    assert!(fleet_file.is_file(), "{}", fleet_file.display());
+}
+
+#[test]
+fn relative_paths_in_the_file_are_relative_to_the_file_and_flags_to_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "dataDir: data\nfleetFile: fleets/f.yaml\nproviders:\n  a: {type: exec, command: [bin/adapter, x], \
+                secretEnv: {T: {fromFile: secrets/t}}}\n  b: {type: exec, command: [adapter]}\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap();
+    assert_eq!(c.data_dir, dir.path().join("data"));
+    assert_eq!(c.fleet_file, Some(dir.path().join("fleets/f.yaml")));
+    let a = &c.providers["a"].config;
+    assert_eq!(
+        PathBuf::from(&a.command[0]),
+        dir.path().join("bin/adapter"),
+        "a program path is the file's"
+    );
+    assert_eq!(a.command[1], "x", "arguments are left alone");
+    assert_eq!(
+        a.secret_env["T"],
+        waverun_host::providers::SecretSource::FromFile(dir.path().join("secrets/t"))
+    );
+    assert_eq!(
+        c.providers["b"].config.command[0], "adapter",
+        "a bare program name is looked up on PATH"
+    );
+    let flags = Overrides {
+        data_dir: Some(PathBuf::from("elsewhere")),
+        fleet_file: Some(PathBuf::from("f2.yaml")),
+        ..Overrides::default()
+    };
+    let c = ServeConfig::resolve(Some(&write(&dir, text)), flags).unwrap();
+    assert_eq!(c.data_dir, PathBuf::from("elsewhere"));
+    assert_eq!(c.fleet_file, Some(PathBuf::from("f2.yaml")));
 }
 
 #[test]

@@ -1,6 +1,11 @@
 //! `waverun serve`'s configuration: one YAML file (`waverun.yaml`), then `WAVERUN_*`
 //! environment variables, then flags, each overriding the one before. Unknown keys are refused
 //! with their path. `host/examples/waverun.yaml` is a commented example.
+//!
+//! Relative paths in the file (`dataDir`, `fleetFile`, a provider's `command` when it has a `/`,
+//! `secretEnv.*.fromFile`) are relative to the file's directory, so a config works from any
+//! working directory; paths from the environment and flags are relative to the working
+//! directory, as a shell user expects.
 
 use crate::api::Role;
 use crate::daemon::MemberBinding;
@@ -42,6 +47,36 @@ pub struct ConfigFile {
     /// How often every member is described again, in seconds (default 300).
     #[serde(default)]
     pub observe_interval_seconds: Option<u64>,
+}
+
+impl ConfigFile {
+    /// Makes the file's relative paths relative to `dir`, the file's directory.
+    fn anchor_paths(&mut self, dir: &Path) {
+        let anchor = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        if let Some(p) = &mut self.data_dir {
+            anchor(p);
+        }
+        if let Some(p) = &mut self.fleet_file {
+            anchor(p);
+        }
+        for p in self.providers.values_mut() {
+            // `adapter` is looked up on PATH; `./adapter` and `bin/adapter` are files.
+            if let Some(program) = p.command.first_mut().filter(|c| c.contains('/')) {
+                if Path::new(program.as_str()).is_relative() {
+                    *program = dir.join(&*program).to_string_lossy().into_owned();
+                }
+            }
+            for s in p.secret_env.values_mut() {
+                if let SecretSource::FromFile(f) = s {
+                    anchor(f);
+                }
+            }
+        }
+    }
 }
 
 /// The kinds of provider a config can add.
@@ -198,7 +233,11 @@ impl ServeConfig {
     /// `WAVERUN_FLEET_NAME`, `WAVERUN_TIME_SCALE`, `WAVERUN_FLEET_FILE`), then `flags`.
     pub fn resolve(file: Option<&Path>, flags: Overrides) -> Result<ServeConfig, String> {
         let base = match file {
-            Some(p) => crate::load_file::<ConfigFile>(p)?,
+            Some(p) => {
+                let mut f = crate::load_file::<ConfigFile>(p)?;
+                f.anchor_paths(p.parent().unwrap_or(Path::new("")));
+                f
+            }
             None => ConfigFile::default(),
         };
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());

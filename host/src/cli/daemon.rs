@@ -1,0 +1,295 @@
+//! The daemon's commands: `serve` (the daemon with a config file) and `demo` (the daemon with a
+//! simulated fleet, a strategy and a started run, set up through the API as a client would);
+//! both print where they listen and stop cleanly on SIGTERM or Ctrl-C.
+
+use super::LogFormat;
+use anyhow::{bail, Result};
+use std::io::Write;
+use std::path::PathBuf;
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WAVERUN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+pub(super) fn serve(
+    config: Option<PathBuf>,
+    overrides: crate::serve::Overrides,
+    plugin: Option<PathBuf>,
+    log_format: LogFormat,
+    out: &mut impl Write,
+) -> Result<()> {
+    use crate::serve::{ModuleSource, ServeConfig, Server};
+    init_logs(log_format);
+    let config = ServeConfig::resolve(config.as_deref(), overrides).map_err(anyhow::Error::msg)?;
+    let source = match plugin.or_else(crate::runtime::plugin_override) {
+        Some(p) => ModuleSource::File(p),
+        None => ModuleSource::Embedded,
+    };
+    let stop = StopSignals::install()?;
+    let server = Server::start(&config, &source).map_err(anyhow::Error::msg)?;
+    writeln!(
+        out,
+        "waverun: serving fleet {:?} on http://{} (data dir {}, engine sha256:{})",
+        server.fleet(),
+        server.addr(),
+        server.data_dir().display(),
+        &server.module_hash()[..12.min(server.module_hash().len())]
+    )?;
+    if config.tokens.is_empty() {
+        writeln!(
+            out,
+            "waverun: no tokens configured: every request acts as admin, so it listens on loopback only"
+        )?;
+    }
+    out.flush()?;
+    stop.wait()?;
+    writeln!(
+        out,
+        "waverun: stopping (requests in flight finish; the store is closed cleanly)"
+    )?;
+    server.shutdown().map_err(anyhow::Error::msg)?;
+    writeln!(out, "waverun: stopped")?;
+    Ok(())
+}
+
+/// A token for the demo: `$WAVERUN_TOKEN`, else 128 random bits in hex.
+fn demo_token() -> String {
+    if let Some(t) = std::env::var("WAVERUN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        return t;
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::new();
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+pub(super) fn demo(
+    listen: &str,
+    data_dir: PathBuf,
+    fresh: bool,
+    time_scale: Option<f64>,
+    out: &mut impl Write,
+) -> Result<()> {
+    use crate::api::{token_hash, Role};
+    use crate::serve::{demo, ModuleSource, ServeConfig, Server, TokenConfig, DB_FILE};
+    init_logs(LogFormat::Text);
+    if let Some(n) = time_scale.filter(|n| !(n.is_finite() && *n > 0.0)) {
+        bail!("--time-scale: {n} must be a positive number");
+    }
+    if fresh && data_dir.exists() {
+        let ours = data_dir.join(DB_FILE).exists()
+            || std::fs::read_dir(&data_dir)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+        if !ours {
+            bail!(
+                "--fresh: {} is not a waverun data directory (no {DB_FILE}); not deleting it",
+                data_dir.display()
+            );
+        }
+        std::fs::remove_dir_all(&data_dir)?;
+    }
+    std::fs::create_dir_all(&data_dir)?;
+    let fleet_path = data_dir.join("demo-fleet.json");
+    if !fleet_path.exists() {
+        let now = crate::runtime::host::Clock::now_ms(&crate::runtime::SystemClock);
+        let today = chrono::DateTime::from_timestamp_millis(now - now.rem_euclid(86_400_000))
+            .unwrap_or_default();
+        let file = serde_json::to_string_pretty(&demo::fleet_file(today))?;
+        std::fs::write(&fleet_path, file)?;
+    }
+    let token = demo_token();
+    let config = ServeConfig {
+        listen: listen
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--listen: {listen:?} is not ADDR:PORT"))?,
+        data_dir: data_dir.clone(),
+        fleet: "demo".to_string(),
+        time_scale: time_scale.unwrap_or(demo::TIME_SCALE),
+        fleet_file: Some(fleet_path),
+        tokens: vec![TokenConfig {
+            name: "demo".to_string(),
+            role: Role::Admin,
+            sha256: token_hash(&token),
+        }],
+        module_cache: std::env::var_os("WAVERUN_CACHE_DIR").map(PathBuf::from),
+        ..ServeConfig::defaults()
+    };
+    let source = match crate::runtime::plugin_override() {
+        Some(p) => ModuleSource::File(p),
+        None => ModuleSource::Embedded,
+    };
+    let stop = StopSignals::install()?;
+    let server = Server::start(&config, &source).map_err(anyhow::Error::msg)?;
+    let api = format!("http://{}/api/v1/fleets/demo", server.addr());
+    let started = demo_setup(&api, &token)?;
+    let t = "$WAVERUN_TOKEN";
+    writeln!(
+        out,
+        "waverun demo: fleet \"demo\" (40 simulated clusters in 4 regions) on http://{}",
+        server.addr()
+    )?;
+    writeln!(out, "  data dir   {}", data_dir.display())?;
+    writeln!(
+        out,
+        "  run        {} ({}): Kubernetes {} → {}, fleet time at {}× real time",
+        demo::RUN,
+        if started { "started now" } else { "continuing" },
+        demo::FROM_VERSION,
+        demo::TO_VERSION,
+        config.time_scale
+    )?;
+    writeln!(out)?;
+    writeln!(out, "  export WAVERUN_TOKEN={token}")?;
+    writeln!(out)?;
+    writeln!(out, "Watch the run (its state, and why anything waits):")?;
+    writeln!(
+        out,
+        "  curl -s -H \"Authorization: Bearer {t}\" {api}/updateRuns/{} | jq '.properties.status | {{state: .status.state, waitingOn, stages: [.stages[] | {{name, state: .status.state, waitingOn}}]}}'",
+        demo::RUN
+    )?;
+    writeln!(out, "The gates waiting for someone:")?;
+    writeln!(
+        out,
+        "  curl -s -H \"Authorization: Bearer {t}\" '{api}/gates?$filter=state%20eq%20Pending' | jq '.value[] | {{name, gate: .properties.displayName}}'"
+    )?;
+    writeln!(out, "Approve one (GATE is a name from the list above):")?;
+    writeln!(
+        out,
+        "  curl -s -X POST -H \"Authorization: Bearer {t}\" {api}/gates/GATE/approve | jq .properties.state"
+    )?;
+    writeln!(out, "The events so far, and the audit log:")?;
+    writeln!(out, "  curl -s -H \"Authorization: Bearer {t}\" {api}/events | jq '.value[] | [.seq, .at, .kind, .member // .stage] | @tsv' -r")?;
+    writeln!(
+        out,
+        "  curl -s -H \"Authorization: Bearer {t}\" {api}/audit | jq .value"
+    )?;
+    writeln!(out)?;
+    writeln!(out, "Ctrl-C stops the daemon; `waverun demo` again continues where it was, `--fresh` starts over.")?;
+    out.flush()?;
+    stop.wait()?;
+    writeln!(out, "waverun demo: stopping")?;
+    server.shutdown().map_err(anyhow::Error::msg)?;
+    Ok(())
+}
+
+/// Creates the demo's strategy and run through the API unless they exist, and starts the run
+/// if it has not started. Returns whether it started it.
+fn demo_setup(api: &str, token: &str) -> Result<bool> {
+    use crate::serve::demo;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .build()
+        .into();
+    let auth = format!("Bearer {token}");
+    let put = |path: &str, body: serde_json::Value| -> Result<u16> {
+        let r = agent
+            .put(format!("{api}{path}"))
+            .header("authorization", &auth)
+            .header("if-none-match", "*")
+            .send_json(&body)?;
+        let status = r.status().as_u16();
+        if status != 201 && status != 412 {
+            bail!(
+                "PUT {path}: HTTP {status}: {}",
+                r.into_body().read_to_string()?
+            );
+        }
+        Ok(status)
+    };
+    put(
+        &format!("/updateStrategies/{}", demo::STRATEGY),
+        demo::strategy(),
+    )?;
+    put(&format!("/updateRuns/{}", demo::RUN), demo::run("demo"))?;
+    let mut r = agent
+        .get(format!("{api}/updateRuns/{}", demo::RUN))
+        .header("authorization", &auth)
+        .call()?;
+    let run: serde_json::Value = r.body_mut().read_json()?;
+    if run["properties"]["status"]["status"]["state"] != "NotStarted" {
+        return Ok(false);
+    }
+    let r = agent
+        .post(format!("{api}/updateRuns/{}/start", demo::RUN))
+        .header("authorization", &auth)
+        .send_empty()?;
+    if r.status().as_u16() != 200 {
+        bail!(
+            "starting the run: HTTP {}: {}",
+            r.status(),
+            r.into_body().read_to_string()?
+        );
+    }
+    Ok(true)
+}
+
+/// SIGTERM and SIGINT, caught from the moment it is made (so that one arriving while the daemon
+/// starts stops it cleanly once it has started, rather than killing it half-way).
+struct StopSignals {
+    rt: tokio::runtime::Runtime,
+    #[cfg(unix)]
+    signals: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signals = rt.block_on(async {
+                Ok::<_, std::io::Error>((
+                    signal(SignalKind::terminate())?,
+                    signal(SignalKind::interrupt())?,
+                ))
+            })?;
+            Ok(StopSignals { rt, signals })
+        }
+        #[cfg(not(unix))]
+        Ok(StopSignals { rt })
+    }
+
+    /// Blocks until one arrives (or has arrived).
+    fn wait(mut self) -> Result<()> {
+        #[cfg(unix)]
+        {
+            let (term, int) = &mut self.signals;
+            self.rt.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
+            });
+            Ok(())
+        }
+        #[cfg(not(unix))]
+        {
+            self.rt.block_on(tokio::signal::ctrl_c())?;
+            Ok(())
+        }
+    }
+}

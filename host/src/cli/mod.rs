@@ -1,0 +1,193 @@
+//! The `waverun` command line: what each command takes ([`Cli`]) and where it goes. The
+//! commands that work on files alone (`simulate`, `plan`, `validate`) are in [`offline`]; the
+//! daemon's (`serve`, `demo`) in [`daemon`]. `src/main.rs` only calls [`main`].
+
+mod daemon;
+mod offline;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "waverun",
+    version,
+    about = "Fleet-wide Kubernetes upgrade orchestration: plan, validate and simulate update runs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum EngineKind {
+    Native,
+    Wasm,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a scenario through the engine on a virtual clock and print the timeline, the final
+    /// status tree and a summary.
+    Simulate {
+        /// Scenario file (YAML, or JSON by extension).
+        file: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Format,
+        /// Which engine decides: `native` (built in) or `wasm` (the WebAssembly plugin in
+        /// wasmtime, the same decisions through the plugin ABI).
+        #[arg(long, value_enum, default_value = "native")]
+        engine: EngineKind,
+        /// The plugin module for `--engine wasm` (default: $WAVERUN_PLUGIN, else the plugin
+        /// built into this binary). Precompiled modules are
+        /// cached in $WAVERUN_CACHE_DIR or ~/.cache/waverun/modules.
+        #[arg(long, value_name = "PATH")]
+        plugin: Option<PathBuf>,
+    },
+    /// Check a strategy or a scenario: prints "valid" (after any warnings) or every error with
+    /// its field path.
+    Validate {
+        /// Strategy or scenario file.
+        file: PathBuf,
+        /// Output format: `json` prints {valid, errors, warnings}.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Format,
+    },
+    /// Show the plan of a scenario's run at the scenario's start: members per stage and group,
+    /// unassigned members, resolved limits, gates needing a human, selected images.
+    Plan {
+        /// Scenario file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Format,
+    },
+    /// Run the daemon: the fleet's engine in real (or scaled) time, durable in the data
+    /// directory, behind the HTTP API. Stops cleanly on SIGTERM or Ctrl-C.
+    Serve {
+        /// ADDR:PORT to listen on (default 127.0.0.1:7700; $WAVERUN_LISTEN).
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: Option<String>,
+        /// The data directory (default ./waverun-data; $WAVERUN_DATA_DIR).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// The config file (waverun.yaml; see host/examples/waverun.yaml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Fleet time runs N times faster than real time (demos; default 1; $WAVERUN_TIME_SCALE).
+        #[arg(long, value_name = "N")]
+        time_scale: Option<f64>,
+        /// A simulated fleet file (the scenario format's members, releases and freezes).
+        #[arg(long = "fleet", value_name = "FILE")]
+        fleet_file: Option<PathBuf>,
+        /// The fleet's name in API paths (default `default`; $WAVERUN_FLEET_NAME).
+        #[arg(long, value_name = "NAME")]
+        fleet_name: Option<String>,
+        /// The engine plugin to run instead of the one built in.
+        #[arg(long, value_name = "PATH")]
+        plugin: Option<PathBuf>,
+        /// Log format.
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
+    },
+    /// A live rollout to watch and approve: the daemon with a simulated fleet of 40 clusters in
+    /// 4 regions, a 3-stage strategy with an approval gate before production, and a run that
+    /// takes a few minutes. Run it again to continue; --fresh starts over.
+    Demo {
+        /// ADDR:PORT to listen on.
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7700")]
+        listen: String,
+        /// The demo's data directory.
+        #[arg(long, value_name = "DIR", default_value = "waverun-demo")]
+        data_dir: PathBuf,
+        /// Delete the demo's data directory first.
+        #[arg(long)]
+        fresh: bool,
+        /// Fleet time runs N times faster than real time (default 2000: the rollout takes about
+        /// three minutes). A restart with another N continues from the fleet time reached.
+        #[arg(long, value_name = "N")]
+        time_scale: Option<f64>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Parses the command line, runs the command, and says how it went as the exit code: 0, or 2
+/// with `error: ...` on stderr.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = std::io::stdout().lock();
+    match run(cli, &mut out).and_then(|()| Ok(out.flush()?)) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away (`waverun simulate ... | head -1`) is not an error: stop
+        // quietly, as Unix tools do.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
+    })
+}
+
+fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
+    match cli.command {
+        Cmd::Demo {
+            listen,
+            data_dir,
+            fresh,
+            time_scale,
+        } => daemon::demo(&listen, data_dir, fresh, time_scale, out)?,
+        Cmd::Serve {
+            listen,
+            data_dir,
+            config,
+            time_scale,
+            fleet_file,
+            fleet_name,
+            plugin,
+            log_format,
+        } => {
+            let overrides = crate::serve::Overrides {
+                listen,
+                data_dir,
+                fleet: fleet_name,
+                time_scale,
+                fleet_file,
+            };
+            daemon::serve(config, overrides, plugin, log_format, out)?;
+        }
+        Cmd::Simulate {
+            file,
+            output,
+            engine,
+            plugin,
+        } => offline::simulate(&file, output, engine, plugin, out)?,
+        Cmd::Validate { file, output } => offline::validate(&file, output, out)?,
+        Cmd::Plan { file, output } => offline::plan(&file, output, out)?,
+    }
+    Ok(())
+}

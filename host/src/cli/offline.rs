@@ -1,0 +1,125 @@
+//! The commands that work on files alone: `simulate` (a scenario through the engine, natively
+//! or as the plugin in wasmtime), `plan` and `validate`. No daemon, no network.
+
+use super::{EngineKind, Format};
+use crate::{load_document, load_scenario, Document};
+use anyhow::{bail, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use waverun_core::plan_text;
+use waverun_core::sim::render_text;
+use waverun_core::{Engine, Input};
+
+/// `waverun simulate`: the scenario's report, as text or JSON.
+pub(super) fn simulate(
+    file: &Path,
+    output: Format,
+    engine: EngineKind,
+    plugin: Option<PathBuf>,
+    out: &mut impl Write,
+) -> Result<()> {
+    let scenario = load_scenario(file).map_err(anyhow::Error::msg)?;
+    let report = match engine {
+        EngineKind::Native if plugin.is_some() => bail!("--plugin needs --engine wasm"),
+        EngineKind::Native => waverun_core::sim::simulate(&scenario)?,
+        EngineKind::Wasm => simulate_wasm(&scenario, plugin)?,
+    };
+    match output {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+        }
+        Format::Text => out.write_all(render_text(&report).as_bytes())?,
+    }
+    Ok(())
+}
+
+/// `waverun validate`: `valid` (after any warnings) or every error with its field path; with
+/// `-o json`, `{valid, errors, warnings}` and exit code 2 when invalid.
+pub(super) fn validate(file: &Path, output: Format, out: &mut impl Write) -> Result<()> {
+    let (result, warnings) = match load_document(file).map_err(anyhow::Error::msg)? {
+        Document::Scenario(s) => {
+            let warnings = waverun_core::validate::run_spec_warnings("run", &s.run_spec());
+            (s.validate(), warnings)
+        }
+        Document::Strategy { strategy, path } => {
+            let mut e = waverun_core::error::Errors::default();
+            waverun_core::validate::validate_strategy(path, &strategy, &mut e);
+            (e.into_result(), Vec::new())
+        }
+    };
+    match output {
+        Format::Json => {
+            let errors = match &result {
+                Ok(()) => Vec::new(),
+                Err(e) if e.fields.is_empty() => {
+                    vec![waverun_core::FieldError::new("", e.message.clone())]
+                }
+                Err(e) => e.fields.clone(),
+            };
+            let doc = serde_json::json!({
+                "valid": result.is_ok(),
+                "errors": errors,
+                "warnings": warnings,
+            });
+            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            writeln!(out)?;
+            if result.is_err() {
+                out.flush()?;
+                std::process::exit(2);
+            }
+        }
+        Format::Text => {
+            for w in &warnings {
+                writeln!(out, "warning: {w}")?;
+            }
+            result?;
+            writeln!(out, "valid")?;
+        }
+    }
+    Ok(())
+}
+
+/// `waverun plan`: the plan of the scenario's run at the scenario's start.
+pub(super) fn plan(file: &Path, output: Format, out: &mut impl Write) -> Result<()> {
+    let scenario = load_scenario(file).map_err(anyhow::Error::msg)?;
+    scenario.validate()?;
+    let mut engine = Engine::new(scenario.start);
+    for (path, cmd) in scenario.setup_commands() {
+        if let Err(e) = engine.handle_input(scenario.start, Input::Command(cmd)) {
+            bail!("{path}: {e}");
+        }
+    }
+    let mut plan = engine.plan(&scenario.run.name)?;
+    // The engine names fields of the run spec; in a scenario file they sit under `run`.
+    for w in &mut plan.warnings {
+        w.path = waverun_core::validate::join("run", &w.path);
+    }
+    match output {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            writeln!(out)?;
+        }
+        Format::Text => out.write_all(plan_text::render_text(&plan).as_bytes())?,
+    }
+    Ok(())
+}
+
+/// The scenario through the plugin in wasmtime: `plugin`, else `$WAVERUN_PLUGIN`, else the one
+/// built into this binary.
+fn simulate_wasm(
+    scenario: &waverun_core::sim::Scenario,
+    plugin: Option<PathBuf>,
+) -> Result<waverun_core::sim::SimulationReport> {
+    use crate::runtime::{self, PluginRuntime, RuntimeConfig};
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: runtime::default_cache_dir(),
+        ..RuntimeConfig::default()
+    })?;
+    let plugin = match plugin.or_else(runtime::plugin_override) {
+        Some(path) if !path.is_file() => bail!("plugin {} not found", path.display()),
+        Some(path) => rt.load_file(&path)?,
+        None => rt.load(runtime::EMBEDDED_PLUGIN)?,
+    };
+    Ok(runtime::simulate_plugin(&plugin, scenario)?)
+}
