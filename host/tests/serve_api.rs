@@ -832,7 +832,10 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
             }
         }
     }
-    assert_eq!(operations, 35, "the spec's paths, waverun's own and the fleet's");
+    assert_eq!(
+        operations, 35,
+        "the spec's paths, waverun's own and the fleet's"
+    );
     // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
     // beside a resource, x-request-id on every answer; the event stream's content type.
     let op = |path: &str, method: &str| doc.body["paths"][path][method].clone();
