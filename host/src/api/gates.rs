@@ -36,7 +36,7 @@ struct Found {
 }
 
 /// The GUID name of the engine's gate `engine_id`.
-fn guid(engine_id: &str) -> String {
+pub(super) fn guid(engine_id: &str) -> String {
     let d = Sha256::digest(format!("waverun-gate:{engine_id}").as_bytes());
     let h: String = d.iter().take(16).map(|b| format!("{b:02x}")).collect();
     format!(

@@ -101,7 +101,7 @@ fn run_resource(
         .run_modules(&meta.name)
         .map_err(store_problem)?;
     properties["provisioningState"] = json!("Succeeded");
-    properties["status"] = status;
+    properties["status"] = with_gate_ids(fleet, status);
     if !modules.is_empty() {
         properties["engineModules"] = modules
             .iter()
@@ -116,6 +116,32 @@ fn run_resource(
             .collect();
     }
     Ok(envelope(fleet, meta, properties))
+}
+
+/// The status tree with each gate's `gateId` as Azure gives it: the id of the gate resource
+/// (`/fleets/{fleet}/gates/{guid}`), not the engine's own name for it.
+fn with_gate_ids(fleet: &str, mut status: Value) -> Value {
+    fn gates(fleet: &str, node: &mut Value) {
+        for key in ["beforeGates", "afterGates"] {
+            // `get_mut`, not `[key]`: indexing would add the absent lists as nulls.
+            let list = node.get_mut(key).and_then(Value::as_array_mut);
+            for g in list.into_iter().flatten() {
+                if let Some(id) = g["gateId"].as_str() {
+                    let guid = super::gates::guid(id);
+                    g["gateId"] = json!(envelope::resource_id(fleet, super::gates::KIND, &guid));
+                }
+            }
+        }
+    }
+    let stages = status.get_mut("stages").and_then(Value::as_array_mut);
+    for stage in stages.into_iter().flatten() {
+        gates(fleet, stage);
+        let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
+        for group in groups.into_iter().flatten() {
+            gates(fleet, group);
+        }
+    }
+    status
 }
 
 /// A run's resource as computed at one engine version: true for as long as the version has not
