@@ -280,7 +280,7 @@ pub struct PlannedMember {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
     /// Target images, for pools that move.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_images: Vec<PoolImage>,
     /// Why (skip reason, failure, notes, window).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -330,10 +330,10 @@ pub struct Plan {
     /// Every gate, in order; `needsHuman` marks approvals.
     pub gates: Vec<PlannedGate>,
     /// Consistent selection: the images selected now.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selected_node_image_versions: Vec<String>,
     /// Members that will fail without a cluster call (minor version skips).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub will_fail: Vec<String>,
     /// Totals.
     pub members_to_upgrade: u32,

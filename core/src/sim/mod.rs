@@ -17,7 +17,7 @@ pub use fleet::{Fleet, SharedFleet, SimulatedFleet};
 pub use report::{RunReport, SimulationReport, Summary};
 pub use scenario::{implicit_catalog, Action, ActionKind, Behavior, GateRef, Scenario};
 pub use scenario::{ScenarioMember, ScenarioRun};
-pub use text::render_text;
+pub use text::{render_text, timeline_line};
 
 pub use crate::drive::EngineDriver;
 

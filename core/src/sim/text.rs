@@ -99,7 +99,9 @@ pub fn render_text(r: &SimulationReport) -> String {
     out
 }
 
-fn timeline_line(e: &Event) -> String {
+/// One timeline line: time, kind, `stage/group/member`, and what the event says (gate, versions,
+/// reason and until, error, action).
+pub fn timeline_line(e: &Event) -> String {
     let path: Vec<&str> = [e.stage(), e.group(), e.member()]
         .into_iter()
         .flatten()

@@ -160,26 +160,37 @@ pub(super) fn demo(
         config.time_scale
     )?;
     writeln!(out)?;
-    writeln!(out, "  export WAVERUN_TOKEN={token}")?;
+    writeln!(
+        out,
+        "In another terminal, the CLI (this same binary) drives it; set it up with:"
+    )?;
+    for line in cli_setup(&server.addr().to_string(), &token) {
+        writeln!(out, "  {line}")?;
+    }
     writeln!(out)?;
-    writeln!(out, "Watch the run (its state, and why anything waits):")?;
+    let run = demo::RUN;
     writeln!(
         out,
-        "  curl -s -H \"Authorization: Bearer {t}\" {api}/updateRuns/{} | jq '.properties.status | {{state: .status.state, waitingOn, stages: [.stages[] | {{name, state: .status.state, waitingOn}}]}}'",
-        demo::RUN
+        "Watch the run live (its tree, what waits and until when, the gate that needs you):"
     )?;
+    writeln!(out, "  waverun updaterun watch -n {run}")?;
     writeln!(out, "The gates waiting for someone:")?;
-    writeln!(
-        out,
-        "  curl -s -H \"Authorization: Bearer {t}\" '{api}/gates?$filter=state%20eq%20Pending' | jq '.value[] | {{name, gate: .properties.displayName}}'"
-    )?;
+    writeln!(out, "  waverun gate list --state-filter Pending")?;
     writeln!(out, "Approve one (GATE is a name from the list above):")?;
+    writeln!(out, "  waverun gate approve --gate-name GATE")?;
     writeln!(
         out,
-        "  curl -s -X POST -H \"Authorization: Bearer {t}\" {api}/gates/GATE/approve | jq .properties.state"
+        "Wait for the end, as a pipeline would (exit 0 when Completed):"
     )?;
-    writeln!(out, "The events so far, and the audit log:")?;
-    writeln!(out, "  curl -s -H \"Authorization: Bearer {t}\" {api}/events | jq '.value[] | [.seq, .at, .kind, .member // .stage] | @tsv' -r")?;
+    writeln!(
+        out,
+        "  waverun updaterun wait -n {run} --custom Completed --timeout 30m"
+    )?;
+    writeln!(out, "The same API with curl: the run, and the audit log:")?;
+    writeln!(
+        out,
+        "  curl -s -H \"Authorization: Bearer {t}\" {api}/updateRuns/{run} | jq '.properties.status.status'"
+    )?;
     writeln!(
         out,
         "  curl -s -H \"Authorization: Bearer {t}\" {api}/audit | jq .value"
@@ -191,6 +202,26 @@ pub(super) fn demo(
     writeln!(out, "waverun demo: stopping")?;
     server.shutdown().map_err(anyhow::Error::msg)?;
     Ok(())
+}
+
+/// The shell lines that point the CLI at this demo: the token, the server when it is not the
+/// CLI's default, and `waverun` itself when this binary is not on `PATH` (as after `cargo run`).
+fn cli_setup(addr: &str, token: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut exports = format!("export WAVERUN_TOKEN={token}");
+    let server = format!("http://{addr}");
+    if server != super::client::DEFAULT_SERVER {
+        exports.push_str(&format!(" WAVERUN_SERVER={server}"));
+    }
+    lines.push(exports);
+    let exe = std::env::current_exe().ok();
+    let on_path = exe.as_ref().and_then(|e| e.parent()).is_some_and(|dir| {
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == dir))
+    });
+    if let (false, Some(exe)) = (on_path, exe) {
+        lines.push(format!("alias waverun='{}'", exe.display()));
+    }
+    lines
 }
 
 /// Creates the demo's strategy and run through the API unless they exist, and starts the run

@@ -1,12 +1,24 @@
-//! The `waverun` command line: what each command takes ([`Cli`]) and where it goes. The
-//! commands that work on files alone (`simulate`, `plan`, `validate`) are in [`offline`]; the
-//! daemon's (`serve`, `demo`) in [`daemon`]. `src/main.rs` only calls [`main`].
+//! The `waverun` command line: what each command takes and where it goes. The commands that
+//! work on files alone (`simulate`, `plan`, `validate`) are in `offline`; the daemon's
+//! (`serve`, `demo`) in `daemon`; the client of a daemon's API — `member`, `updatestrategy`,
+//! `updaterun`, `gate`, with `az fleet`'s verbs and flags — in [`resources`] and [`runs`], over
+//! [`client`] (HTTP and problems), [`conn`] (the flags every client command takes), [`output`]
+//! (table, JSON, YAML), [`tree`] (a run for people) and `stream` (following a run's events).
+//! `src/main.rs` only calls [`main`].
 
+pub mod client;
+pub mod conn;
 mod daemon;
 mod offline;
+pub mod output;
+pub mod resources;
+pub mod runs;
+mod stream;
+pub mod tree;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use client::CliError;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +27,9 @@ use std::process::ExitCode;
 #[command(
     name = "waverun",
     version,
-    about = "Fleet-wide Kubernetes upgrade orchestration: plan, validate and simulate update runs"
+    about = "Fleet-wide Kubernetes upgrade orchestration: plan, simulate and run update runs",
+    after_help = "The client commands talk to a daemon (--server / WAVERUN_SERVER, default \
+                  http://127.0.0.1:7700; --token / WAVERUN_TOKEN). Start one with `waverun demo`."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -36,8 +50,32 @@ pub(crate) enum EngineKind {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Members: the fleet's clusters, bound to their providers (as `az fleet member`).
+    #[command(subcommand)]
+    Member(resources::MemberCmd),
+    /// Update strategies: ordered stages of parallel groups (as `az fleet updatestrategy`).
+    #[command(subcommand)]
+    Updatestrategy(resources::StrategyCmd),
+    /// Update runs (as `az fleet updaterun`), and waverun's watch, plan, forecast and retry.
+    #[command(subcommand)]
+    Updaterun(runs::RunCmd),
+    /// Approval and scheduled-start gates (as `az fleet gate`).
+    #[command(subcommand)]
+    Gate(resources::GateCmd),
+    /// Shell completions, e.g. `source <(waverun completions bash)`.
+    #[command(after_help = "Examples:\n  source <(waverun completions bash)\n  \
+        waverun completions zsh > \"${fpath[1]}/_waverun\"\n  \
+        waverun completions fish > ~/.config/fish/completions/waverun.fish")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Run a scenario through the engine on a virtual clock and print the timeline, the final
     /// status tree and a summary.
+    #[command(
+        after_help = "Examples:\n  waverun simulate host/examples/fleet-rollout.yaml\n  waverun simulate --engine wasm -o json tests/scenarios/gates-and-wait.yaml"
+    )]
     Simulate {
         /// Scenario file (YAML, or JSON by extension).
         file: PathBuf,
@@ -56,6 +94,9 @@ enum Cmd {
     },
     /// Check a strategy or a scenario: prints "valid" (after any warnings) or every error with
     /// its field path.
+    #[command(
+        after_help = "Examples:\n  waverun validate stages.yaml\n  waverun validate -o json host/examples/fleet-rollout.yaml"
+    )]
     Validate {
         /// Strategy or scenario file.
         file: PathBuf,
@@ -65,6 +106,7 @@ enum Cmd {
     },
     /// Show the plan of a scenario's run at the scenario's start: members per stage and group,
     /// unassigned members, resolved limits, gates needing a human, selected images.
+    #[command(after_help = "Example:\n  waverun plan host/examples/fleet-rollout.yaml")]
     Plan {
         /// Scenario file.
         file: PathBuf,
@@ -74,6 +116,9 @@ enum Cmd {
     },
     /// Run the daemon: the fleet's engine in real (or scaled) time, durable in the data
     /// directory, behind the HTTP API. Stops cleanly on SIGTERM or Ctrl-C.
+    #[command(
+        after_help = "Examples:\n  waverun serve --config host/examples/waverun.yaml\n  waverun serve --fleet host/examples/fleet-rollout.yaml --time-scale 600 --data-dir /tmp/w"
+    )]
     Serve {
         /// ADDR:PORT to listen on (default 127.0.0.1:7700; $WAVERUN_LISTEN).
         #[arg(long, value_name = "ADDR:PORT")]
@@ -103,6 +148,7 @@ enum Cmd {
     /// A live rollout to watch and approve: the daemon with a simulated fleet of 40 clusters in
     /// 4 regions, a 3-stage strategy with an approval gate before production, and a run that
     /// takes a few minutes. Run it again to continue; --fresh starts over.
+    #[command(after_help = "Examples:\n  waverun demo\n  waverun demo --fresh --time-scale 10000")]
     Demo {
         /// ADDR:PORT to listen on.
         #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7700")]
@@ -136,6 +182,11 @@ pub fn main() -> ExitCode {
         // A reader that went away (`waverun simulate ... | head -1`) is not an error: stop
         // quietly, as Unix tools do.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<CliError>().is_some() => {
+            let c = e.downcast_ref::<CliError>().expect("checked");
+            eprintln!("error: {c}");
+            ExitCode::from(c.exit_code())
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -150,11 +201,19 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .is_some_and(|io| io.kind() == BrokenPipe)
             || c.downcast_ref::<serde_json::Error>()
                 .is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
+            || matches!(c.downcast_ref::<CliError>(), Some(CliError::Io(io)) if io.kind() == BrokenPipe)
     })
 }
 
 fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.command {
+        Cmd::Member(c) => resources::member(c, out)?,
+        Cmd::Updatestrategy(c) => resources::strategy(c, out)?,
+        Cmd::Updaterun(c) => runs::run(c, out)?,
+        Cmd::Gate(c) => resources::gate(c, out)?,
+        Cmd::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "waverun", out);
+        }
         Cmd::Demo {
             listen,
             data_dir,

@@ -1,0 +1,266 @@
+//! The daemon's API as the CLI commands use it: one server, one token, one fleet. Every call
+//! answers a [`Reply`] or a [`CliError`] — the daemon's problem document (its `code`, `target`
+//! and `detail`), or why the daemon could not be reached and how to point the CLI elsewhere.
+
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+/// The server the CLI talks to when neither `--server` nor `$WAVERUN_SERVER` says.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7700";
+
+/// Why a command failed, and so its exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// The daemon refused or failed the request (exit 1): its problem document.
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// The problem's stable code (`InvalidField`, `NotFound`, ...).
+        code: String,
+        /// The field at fault, when there is one.
+        target: Option<String>,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The daemon could not be reached (exit 1).
+    Connect {
+        /// The server tried.
+        server: String,
+        /// What the connection said.
+        reason: String,
+    },
+    /// The command line or a file it named is wrong (exit 2).
+    Usage(String),
+    /// A run did not reach the state waited for (exit 3 for a timeout, 1 otherwise).
+    Wait {
+        /// What happened.
+        message: String,
+        /// Whether the wait ran out of time.
+        timed_out: bool,
+    },
+    /// Output that could not be written, stdin that could not be read (exit 1).
+    Io(std::io::Error),
+    /// Anything else (exit 1): an answer that is not JSON.
+    Other(String),
+}
+
+impl CliError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Wait {
+                timed_out: true, ..
+            } => 3,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Api {
+                target: Some(t),
+                detail,
+                ..
+            } if !t.is_empty() => write!(f, "{t}: {detail}"),
+            CliError::Api { detail, .. } => write!(f, "{detail}"),
+            CliError::Connect { server, reason } => write!(
+                f,
+                "cannot reach the waverun daemon at {server} ({reason}); start one \
+                 (`waverun serve`, or `waverun demo`), or point --server or WAVERUN_SERVER at it"
+            ),
+            CliError::Usage(m) | CliError::Other(m) => write!(f, "{m}"),
+            CliError::Wait { message, .. } => write!(f, "{message}"),
+            CliError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> CliError {
+        CliError::Io(e)
+    }
+}
+
+/// A successful answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status (2xx).
+    pub status: u16,
+    /// The `ETag` header.
+    pub etag: Option<String>,
+    /// The JSON body (`null` for an empty one, e.g. 204).
+    pub body: Value,
+}
+
+/// A conditional request header.
+#[derive(Clone, Debug)]
+pub enum Precondition {
+    /// None.
+    None,
+    /// `If-Match: ETAG`: only if the resource is still what was read.
+    Match(String),
+    /// `If-None-Match: *`: only if it does not exist.
+    Absent,
+}
+
+/// The API of one fleet on one server.
+pub struct Client {
+    server: String,
+    token: Option<String>,
+    fleet: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client of `fleet` on `server` (a base URL, `http://HOST:PORT`).
+    pub fn new(server: &str, token: Option<String>, fleet: &str) -> Client {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .timeout_global(Some(Duration::from_secs(120)))
+            .build()
+            .into();
+        Client {
+            server: server.trim_end_matches('/').to_string(),
+            token,
+            fleet: fleet.to_string(),
+            agent,
+        }
+    }
+
+    /// The server's base URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The fleet's name.
+    pub fn fleet(&self) -> &str {
+        &self.fleet
+    }
+
+    /// The bearer token, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// The URL of a path under the fleet (`/updateRuns/r1`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api/v1/fleets/{}{path}", self.server, self.fleet)
+    }
+
+    /// `GET path`.
+    pub fn get(&self, path: &str) -> Result<Reply, CliError> {
+        self.call("GET", path, None, Precondition::None)
+    }
+
+    /// `method path` with an optional JSON body and a precondition.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        pre: Precondition,
+    ) -> Result<Reply, CliError> {
+        self.request(method, &self.url(path), body, pre)
+    }
+
+    /// `GET` of a whole URL (outside the fleet, or a `nextLink`).
+    pub fn get_url(&self, url: &str) -> Result<Reply, CliError> {
+        self.request("GET", url, None, Precondition::None)
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&Value>,
+        pre: Precondition,
+    ) -> Result<Reply, CliError> {
+        let mut req = ureq::http::Request::builder()
+            .method(method)
+            .uri(url)
+            .header("accept", "application/json");
+        if let Some(t) = &self.token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        req = match &pre {
+            Precondition::None => req,
+            Precondition::Match(e) => req.header("if-match", e),
+            Precondition::Absent => req.header("if-none-match", "*"),
+        };
+        let text = match body {
+            Some(b) => {
+                req = req.header("content-type", "application/json");
+                b.to_string()
+            }
+            None => String::new(),
+        };
+        let req = req
+            .body(text)
+            .map_err(|e| CliError::Usage(format!("{url}: {e}")))?;
+        let mut resp = self.agent.run(req).map_err(|e| self.connect_error(e))?;
+        let status = resp.status().as_u16();
+        let etag = resp
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| CliError::Other(format!("{method} {url}: reading the answer: {e}")))?;
+        let parsed = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).map_err(|_| {
+                CliError::Other(format!(
+                    "{method} {url}: HTTP {status}, and the answer is not JSON: {}",
+                    text.chars().take(200).collect::<String>()
+                ))
+            })?
+        };
+        if (200..300).contains(&status) {
+            return Ok(Reply {
+                status,
+                etag,
+                body: parsed,
+            });
+        }
+        Err(problem(status, &parsed))
+    }
+
+    fn connect_error(&self, e: ureq::Error) -> CliError {
+        let reason = match &e {
+            ureq::Error::Io(io) => io.to_string(),
+            ureq::Error::ConnectionFailed => "connection failed".to_string(),
+            ureq::Error::HostNotFound => "host not found".to_string(),
+            ureq::Error::Timeout(t) => format!("timed out ({t})"),
+            other => other.to_string(),
+        };
+        CliError::Connect {
+            server: self.server.clone(),
+            reason,
+        }
+    }
+}
+
+/// A refusal as a [`CliError`]: the problem document's fields, or what the status says.
+pub fn problem(status: u16, body: &Value) -> CliError {
+    let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_string);
+    CliError::Api {
+        status,
+        code: text("code").unwrap_or_else(|| format!("HTTP{status}")),
+        target: text("target"),
+        detail: text("detail")
+            .or_else(|| text("title"))
+            .unwrap_or_else(|| format!("HTTP {status}")),
+    }
+}

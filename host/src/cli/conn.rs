@@ -1,0 +1,111 @@
+//! The flags every command that talks to a daemon takes — `--server`, `--token`,
+//! `-f/--fleet-name`, `-o` (and Azure's `-g`, accepted and ignored) — and the [`Ctx`] they make:
+//! the client, the output format, and the flags to repeat in a hint (`waverun gate approve ...`).
+
+use super::client::{CliError, Client, DEFAULT_SERVER};
+use super::output::Output;
+use serde_json::Value;
+
+/// Where the daemon is and how to print.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Conn {
+    /// The daemon's base URL.
+    #[arg(long, env = "WAVERUN_SERVER", default_value = DEFAULT_SERVER, value_name = "URL")]
+    pub server: String,
+    /// A bearer token (`waverun demo` prints one).
+    #[arg(
+        long,
+        env = "WAVERUN_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+    /// The fleet (default: the one the daemon serves).
+    #[arg(
+        short = 'f',
+        long = "fleet-name",
+        env = "WAVERUN_FLEET_NAME",
+        value_name = "NAME"
+    )]
+    pub fleet: Option<String>,
+    /// Output format (default: table on a terminal, json otherwise).
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<Output>,
+    /// Azure's resource group: accepted for `az fleet` compatibility and ignored (a daemon
+    /// serves one fleet).
+    #[arg(
+        short = 'g',
+        long = "resource-group",
+        hide = true,
+        value_name = "GROUP"
+    )]
+    pub resource_group: Option<String>,
+}
+
+/// What a command works with.
+pub struct Ctx {
+    /// The API client.
+    pub client: Client,
+    /// The output format.
+    pub output: Output,
+    /// The flags a printed command must repeat (`--server` when not the default, `-f`).
+    pub flags: String,
+}
+
+impl Conn {
+    /// The client: the fleet named, else the one the daemon says it serves.
+    pub fn connect(&self) -> Result<Ctx, CliError> {
+        let token = self.token.clone().filter(|t| !t.is_empty());
+        let fleet = match &self.fleet {
+            Some(f) => f.clone(),
+            None => served_fleet(&self.server, token.clone())?,
+        };
+        let mut flags = String::new();
+        if self.server.trim_end_matches('/') != DEFAULT_SERVER {
+            flags.push_str(&format!(" --server {}", self.server));
+        }
+        if self.fleet.is_some() {
+            flags.push_str(&format!(" -f {fleet}"));
+        }
+        Ok(Ctx {
+            client: Client::new(&self.server, token, &fleet),
+            output: Output::or_default(self.output),
+            flags,
+        })
+    }
+}
+
+/// The fleet a daemon serves (`GET /api/v1/fleets`).
+fn served_fleet(server: &str, token: Option<String>) -> Result<String, CliError> {
+    let probe = Client::new(server, token, "");
+    let url = format!("{}/api/v1/fleets", probe.server());
+    let reply = probe.get_url(&url)?;
+    let names: Vec<&str> = reply.body["value"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|f| f["name"].as_str()).collect())
+        .unwrap_or_default();
+    match names.as_slice() {
+        [one] => Ok(one.to_string()),
+        _ => Err(CliError::Usage(format!(
+            "the daemon at {server} serves {} fleets: name one with -f/--fleet-name",
+            names.len()
+        ))),
+    }
+}
+
+impl Ctx {
+    /// `waverun GROUP VERB ARGS` with this context's flags, for hints.
+    pub fn command(&self, rest: &str) -> String {
+        format!("waverun {rest}{}", self.flags)
+    }
+
+    /// A hint for people, on stderr (stdout is data).
+    pub fn hint(&self, text: &str) {
+        eprintln!("{text}");
+    }
+}
+
+/// The resource's `eTag` (for `If-Match`).
+pub fn etag_of(resource: &Value) -> Option<String> {
+    resource["eTag"].as_str().map(str::to_string)
+}

@@ -1,0 +1,952 @@
+//! The CLI against a real daemon: `waverun serve` on an ephemeral loopback port with a small
+//! simulated fleet, and the `waverun member | updatestrategy | updaterun | gate` verbs run as
+//! child processes, in table, JSON and YAML. An Azure strategy file round-trips with every
+//! field; `updaterun watch` in a pseudo-terminal shows the gate, takes an approval made from a
+//! second command and ends with the run; `wait`'s exit codes; API and connection errors.
+
+mod http_support;
+mod process_support;
+mod runtime_support;
+
+use process_support::Life;
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Six clusters; upgrades take 10 fleet minutes, a second of real time at this scale.
+const TIME_SCALE: &str = "600";
+
+fn fleet_file(dir: &Path) -> PathBuf {
+    let members: Vec<Value> = (1..=6)
+        .map(|i| {
+            json!({
+                "name": format!("m{i}"),
+                "region": "eastus",
+                "labels": {"ring": if i <= 2 { "canary" } else { "main" }},
+                "kubernetesVersion": "1.33.2",
+                "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
+                "behavior": {"upgradeMinutes": 10},
+            })
+        })
+        .collect();
+    let since = json!({"*": "2026-01-01T00:00:00Z"});
+    let file = json!({
+        "seed": 1,
+        "members": members,
+        "releases": {
+            "kubernetes": [{"version": "1.34.1", "available": since}],
+            "nodeImages": [{"version": "AKSUbuntu-2204-202612.01.0", "available": since}],
+        },
+    });
+    let path = dir.join("fleet.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    path
+}
+
+/// A strategy as `az fleet updatestrategy show` prints an Azure resource, with the fields
+/// Azure's own CLI drops: selectors, limits, a scheduled start.
+fn azure_strategy_file(dir: &Path) -> PathBuf {
+    let doc = json!({
+        "id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/fleets/f/updateStrategies/azure",
+        "name": "azure",
+        "type": "Microsoft.ContainerService/fleets/updateStrategies",
+        "eTag": "\"abc\"",
+        "properties": {
+            "provisioningState": "Succeeded",
+            "strategy": {"stages": [
+                {"name": "canary",
+                 "groups": [{"name": "canary", "memberSelector": {"byLabel": "ring=canary"},
+                             "maxConcurrency": "50%", "maxAllowedFailures": "1"}],
+                 "afterStageWaitInSeconds": 60},
+                {"name": "main",
+                 "beforeGates": [{"type": "Approval", "displayName": "go on"},
+                                 {"type": "ScheduledStart", "displayName": "Friday evening",
+                                  "scheduledStartConfiguration":
+                                    {"startDay": "Friday", "startTime": "18:00", "utcOffset": "-05:00"}}],
+                 "memberSelector": {"byLabel": "ring=main"},
+                 "maxConcurrency": "2", "maxAllowedFailures": "25%"},
+            ]},
+        },
+    });
+    let path = dir.join("azure-strategy.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+/// `waverun ARGS` against `server`, stdin closed, stdout a pipe (so JSON unless `-o`).
+fn cli(server: &str, args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_waverun"))
+        .args(args)
+        .env("WAVERUN_SERVER", server)
+        .env_remove("WAVERUN_TOKEN")
+        .env_remove("WAVERUN_FLEET_NAME")
+        .stdin(Stdio::null())
+        .output()
+        .expect("waverun runs");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+fn ok(server: &str, args: &[&str]) -> Out {
+    let o = cli(server, args);
+    assert_eq!(
+        o.code, 0,
+        "waverun {args:?} exited {}: {}{}",
+        o.code, o.stdout, o.stderr
+    );
+    o
+}
+
+/// A daemon with the fleet, no tokens (loopback): its base URL.
+fn daemon(dir: &Path) -> (Life, String) {
+    let fleet = fleet_file(dir);
+    let data = dir.join("data");
+    let life = Life::start(
+        &[
+            "--time-scale",
+            TIME_SCALE,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--fleet",
+            fleet.to_str().unwrap(),
+        ],
+        &[],
+        &dir.join("daemon.log"),
+    );
+    assert!(life.ready(60), "the daemon never got ready");
+    let server = life.api.base.split("/api/").next().unwrap().to_string();
+    (life, server)
+}
+
+fn two_stage_strategy(server: &str) {
+    ok(
+        server,
+        &[
+            "updatestrategy",
+            "create",
+            "-n",
+            "two",
+            "--stages",
+            r#"{"stages":[{"name":"canary","memberSelector":{"byLabel":"ring=canary"}},
+                {"name":"main","beforeGates":[{"type":"Approval","displayName":"go on"}],
+                 "memberSelector":{"byLabel":"ring=main"},"maxConcurrency":"2"}]}"#,
+        ],
+    );
+}
+
+#[test]
+fn every_verb_answers_in_table_json_and_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let (life, s) = daemon(dir.path());
+    let s = s.as_str();
+
+    // member: create is an upsert (the fleet file registered m1 already), update, show, list.
+    let m = ok(
+        s,
+        &[
+            "member",
+            "create",
+            "-n",
+            "m1",
+            "--update-group",
+            "g1",
+            "--labels",
+            "ring=canary tier=web",
+        ],
+    )
+    .json();
+    assert_eq!(m["name"], "m1");
+    assert_eq!(m["group"], "g1", "flattened: properties at the top");
+    assert_eq!(m["labels"], json!({"ring": "canary", "tier": "web"}));
+    let m = ok(
+        s,
+        &["member", "update", "-n", "m1", "--labels", "ring=canary"],
+    )
+    .json();
+    assert_eq!(m["labels"], json!({"ring": "canary"}));
+    assert_eq!(m["group"], "g1", "update keeps what it was not given");
+    let y = ok(s, &["member", "show", "-n", "m1", "-o", "yaml"]).stdout;
+    assert!(
+        y.contains("name: m1") && y.contains("kubernetesVersion: \"1.33.2\""),
+        "{y}"
+    );
+    let t = ok(s, &["member", "list", "-o", "table"]).stdout;
+    assert!(t.starts_with("NAME"), "{t}");
+    assert_eq!(t.lines().count(), 7, "a header and six members: {t}");
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("m1 ") && l.contains("g1") && l.contains("1.33.2")),
+        "{t}"
+    );
+    let list = ok(s, &["member", "list"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 6);
+
+    // updatestrategy: create, show (table, json, yaml), list.
+    two_stage_strategy(s);
+    let t = ok(s, &["updatestrategy", "show", "-n", "two", "-o", "table"]).stdout;
+    assert!(
+        t.contains("stage main") && t.contains("Approval \"go on\""),
+        "{t}"
+    );
+    let j = ok(s, &["updatestrategy", "show", "-n", "two", "-o", "json"]).json();
+    assert_eq!(j["strategy"]["stages"][1]["maxConcurrency"], "2");
+    let y = ok(s, &["updatestrategy", "show", "-n", "two", "-o", "yaml"]).stdout;
+    assert!(
+        y.contains("strategy:") && y.contains("maxConcurrency:"),
+        "{y}"
+    );
+    let t = ok(s, &["updatestrategy", "list", "-o", "table"]).stdout;
+    assert!(t.contains("canary → main"), "{t}");
+
+    // A run stopped as soon as it starts: `stop` waits until it is Stopped (upgrades in flight
+    // finish first), and a stopped run can be deleted.
+    ok(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r0",
+            "--upgrade-type",
+            "Full",
+            "--kubernetes-version",
+            "1.34.1",
+            "--update-strategy-name",
+            "two",
+            "--start",
+        ],
+    );
+    let r = ok(s, &["updaterun", "stop", "-n", "r0", "--timeout", "2m"]).json();
+    assert_eq!(r["status"]["status"]["state"], "Stopped", "{r}");
+    ok(s, &["updaterun", "delete", "-n", "r0", "--yes"]);
+
+    // updaterun: create (the hint on stderr), list, plan, start, the gate, wait.
+    let c = ok(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r1",
+            "--upgrade-type",
+            "Full",
+            "--kubernetes-version",
+            "1.34.1",
+            "--update-strategy-name",
+            "two",
+        ],
+    );
+    assert_eq!(c.json()["status"]["status"]["state"], "NotStarted");
+    assert!(
+        c.stderr.contains("waverun updaterun start -n r1"),
+        "{}",
+        c.stderr
+    );
+    let t = ok(s, &["updaterun", "list", "-o", "table"]).stdout;
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("r1 ") && l.contains("NotStarted") && l.contains("1.34.1")),
+        "{t}"
+    );
+    let p = ok(s, &["updaterun", "plan", "-n", "r1", "-o", "table"]).stdout;
+    assert!(p.contains("canary") && p.contains("m3"), "{p}");
+    let p = ok(s, &["updaterun", "plan", "-n", "r1", "-o", "json"]).json();
+    assert_eq!(p["run"], "r1");
+    let r = ok(s, &["updaterun", "start", "-n", "r1"]).json();
+    // r0 took the canaries to the target already: r1 may be at the gate at once (Pending).
+    let state = r["status"]["status"]["state"].as_str().unwrap();
+    assert!(matches!(state, "Running" | "Pending"), "{r}");
+    let f = ok(s, &["updaterun", "forecast", "-n", "r1", "-o", "table"]).stdout;
+    assert!(
+        f.contains("expected finish") && f.contains("stage main"),
+        "{f}"
+    );
+    // The gate, once the canary stage is done.
+    let gate = {
+        let end = Instant::now() + Duration::from_secs(60);
+        loop {
+            let gates = ok(
+                s,
+                &["gate", "list", "--state-filter", "Pending", "--run", "r1"],
+            )
+            .json();
+            if let Some(g) = gates.as_array().unwrap().first() {
+                break g.clone();
+            }
+            assert!(Instant::now() < end, "the gate never became pending");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let id = gate["name"].as_str().unwrap().to_string();
+    assert_eq!(gate["displayName"], "go on");
+    let t = ok(
+        s,
+        &["gate", "list", "--state-filter", "Pending", "-o", "table"],
+    )
+    .stdout;
+    assert!(
+        t.contains(&format!("waverun gate approve --gate-name {id}")),
+        "{t}"
+    );
+    let t = ok(s, &["updaterun", "show", "-n", "r1", "-o", "table"]).stdout;
+    assert!(
+        t.contains("Approval gate (Before) \"go on\": Pending"),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!("approve: waverun gate approve --gate-name {id}")),
+        "{t}"
+    );
+    // The run's tree names the gate as Azure does: the gate resource's id.
+    let r = ok(s, &["updaterun", "show", "-n", "r1", "-o", "json"]).json();
+    assert_eq!(
+        r["status"]["stages"][1]["beforeGates"][0]["gateId"],
+        format!("/fleets/default/gates/{id}")
+    );
+    let g = ok(s, &["gate", "show", "--gate-name", &id, "-o", "yaml"]).stdout;
+    assert!(g.contains("state: Pending"), "{g}");
+    let g = ok(s, &["gate", "approve", "--gate-name", &id]).json();
+    assert_eq!(g["state"], "Completed");
+    let w = ok(
+        s,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "r1",
+            "--custom",
+            "Completed",
+            "--timeout",
+            "2m",
+        ],
+    );
+    assert_eq!(w.stdout.trim(), "r1: Completed");
+    let t = ok(s, &["updaterun", "show", "-n", "r1", "-o", "table"]).stdout;
+    assert!(t.starts_with("Run r1: Completed"), "{t}");
+    assert!(t.contains("▕██████████▏ 4/4"), "{t}");
+
+    // Every reading verb in the three formats: the YAML is the JSON document; the table is
+    // text for people, not a document.
+    let reads: [&[&str]; 10] = [
+        &["member", "show", "-n", "m1"],
+        &["member", "list"],
+        &["updatestrategy", "show", "-n", "two"],
+        &["updatestrategy", "list"],
+        &["updaterun", "show", "-n", "r1"],
+        &["updaterun", "list"],
+        &["updaterun", "plan", "-n", "r1"],
+        &["updaterun", "forecast", "-n", "r1"],
+        &["gate", "list", "--run", "r1"],
+        &["gate", "show", "--gate-name", &id],
+    ];
+    for args in reads {
+        let with = |o: &str| ok(s, &[args, &["-o", o]].concat());
+        let mut json = with("json").json();
+        let mut yaml: Value = serde_saphyr::from_str(&with("yaml").stdout)
+            .unwrap_or_else(|e| panic!("{args:?} -o yaml: {e}"));
+        // A forecast says when it was made: the two calls are moments apart.
+        for doc in [&mut json, &mut yaml] {
+            if let Some(o) = doc.as_object_mut() {
+                o.remove("at");
+            }
+        }
+        assert_eq!(yaml, json, "{args:?}: YAML and JSON say the same");
+        let table = with("table").stdout;
+        assert!(
+            !table.trim().is_empty() && !table.trim_start().starts_with(['{', '[']),
+            "{args:?} -o table: {table}"
+        );
+    }
+
+    // A second run: a stage skipped before it starts, then run to its end, and deleted.
+    let r2 = [
+        "updaterun",
+        "create",
+        "-n",
+        "r2",
+        "--upgrade-type",
+        "NodeImageOnly",
+        "--update-strategy-name",
+        "two",
+    ];
+    ok(s, &r2);
+    ok(
+        s,
+        &["updaterun", "skip", "-n", "r2", "--targets", "Stage:main"],
+    );
+    ok(s, &["updaterun", "start", "-n", "r2", "-o", "yaml"]);
+    // Every member has the newest images already (r0 and r1 took them there): r2 skips them all.
+    ok(
+        s,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "r2",
+            "--custom",
+            "Skipped",
+            "--timeout",
+            "2m",
+        ],
+    );
+    let r = ok(s, &["updaterun", "show", "-n", "r2"]).json();
+    assert_eq!(r["status"]["stages"][1]["status"]["state"], "Skipped");
+    ok(s, &["updaterun", "delete", "-n", "r2", "--yes"]);
+    let gone = cli(s, &["updaterun", "show", "-n", "r2"]);
+    assert_eq!(gone.code, 1);
+    assert!(gone.stderr.contains("r2"), "{}", gone.stderr);
+    ok(s, &["updatestrategy", "delete", "-n", "two", "--yes"]);
+    let t = ok(s, &["updatestrategy", "list", "-o", "table"]).stdout;
+    assert_eq!(t.lines().count(), 1, "only the header: {t}");
+    drop(life);
+}
+
+#[test]
+fn an_azure_strategy_file_round_trips_with_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_life, s) = daemon(dir.path());
+    let file = azure_strategy_file(dir.path());
+    ok(
+        &s,
+        &[
+            "updatestrategy",
+            "create",
+            "-n",
+            "azure",
+            "--stages",
+            file.to_str().unwrap(),
+        ],
+    );
+    let shown = ok(&s, &["updatestrategy", "show", "-n", "azure", "-o", "json"]).json();
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let want: waverun_core::UpdateStrategy =
+        serde_json::from_value(original["properties"]["strategy"].clone()).unwrap();
+    let got: waverun_core::UpdateStrategy =
+        serde_json::from_value(shown["strategy"].clone()).unwrap();
+    assert_eq!(got, want, "every field kept");
+    let text = serde_json::to_string(&shown["strategy"]).unwrap();
+    for field in [
+        "memberSelector",
+        "maxConcurrency",
+        "maxAllowedFailures",
+        "ScheduledStart",
+        "afterStageWaitInSeconds",
+    ] {
+        assert!(text.contains(field), "{field} in {text}");
+    }
+    // What `show -o json` printed goes back in unchanged, through stdin.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waverun"))
+        .args(["updatestrategy", "create", "-n", "copy", "--stages", "-"])
+        .env("WAVERUN_SERVER", &s)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        shown.to_string().as_bytes(),
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let copy = ok(&s, &["updatestrategy", "show", "-n", "copy", "-o", "json"]).json();
+    assert_eq!(copy["strategy"], shown["strategy"]);
+    // And YAML.
+    let y = ok(&s, &["updatestrategy", "show", "-n", "azure", "-o", "yaml"]).stdout;
+    let yaml_file = dir.path().join("azure.yaml");
+    std::fs::write(&yaml_file, y).unwrap();
+    ok(
+        &s,
+        &[
+            "updatestrategy",
+            "create",
+            "-n",
+            "from-yaml",
+            "--stages",
+            yaml_file.to_str().unwrap(),
+        ],
+    );
+    let again = ok(
+        &s,
+        &["updatestrategy", "show", "-n", "from-yaml", "-o", "json"],
+    )
+    .json();
+    assert_eq!(again["strategy"], shown["strategy"]);
+}
+
+#[test]
+fn wait_exits_0_on_the_state_1_when_the_run_ends_otherwise_and_3_on_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_life, s) = daemon(dir.path());
+    let s = s.as_str();
+    ok(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "quick",
+            "--upgrade-type",
+            "NodeImageOnly",
+            "--stages",
+            r#"{"stages":[{"name":"all","memberSelector":{"byLabel":"ring"}}]}"#,
+        ],
+    );
+    let t = cli(
+        s,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "quick",
+            "--custom",
+            "Completed",
+            "--timeout",
+            "2s",
+        ],
+    );
+    assert_eq!(t.code, 3, "timed out: {}{}", t.stdout, t.stderr);
+    assert!(
+        t.stderr.contains("timed out after 2s; it is NotStarted"),
+        "{}",
+        t.stderr
+    );
+    ok(s, &["updaterun", "start", "-n", "quick"]);
+    let w = ok(
+        s,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "quick",
+            "--custom",
+            "Completed",
+            "--timeout",
+            "2m",
+        ],
+    );
+    assert_eq!(w.stdout.trim(), "quick: Completed");
+    let f = cli(
+        s,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "quick",
+            "--custom",
+            "Failed",
+            "--timeout",
+            "2m",
+        ],
+    );
+    assert_eq!(f.code, 1);
+    assert!(
+        f.stderr
+            .contains("update run quick ended Completed, not Failed"),
+        "{}",
+        f.stderr
+    );
+    let c = ok(
+        s,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "quick",
+            "--created",
+            "--timeout",
+            "5s",
+        ],
+    );
+    assert_eq!(c.stdout.trim(), "quick: created");
+}
+
+#[test]
+fn api_errors_name_the_field_and_exit_1_and_bad_usage_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_life, s) = daemon(dir.path());
+    let s = s.as_str();
+    let e = cli(s, &["updaterun", "start", "-n", "nope"]);
+    assert_eq!(e.code, 1);
+    assert!(
+        e.stderr.starts_with("error: ") && e.stderr.contains("nope"),
+        "{}",
+        e.stderr
+    );
+    let e = cli(
+        s,
+        &["member", "create", "-n", "m1", "--provider", "nowhere"],
+    );
+    assert_eq!(e.code, 1);
+    assert!(
+        e.stderr.contains("error: properties.provider: "),
+        "{}",
+        e.stderr
+    );
+    let e = cli(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r",
+            "--upgrade-type",
+            "Full",
+            "--kubernetes-version",
+            "1.34.1",
+            "--update-strategy-name",
+            "missing",
+        ],
+    );
+    assert_eq!(e.code, 1);
+    assert!(
+        e.stderr.contains("error: properties.updateStrategyId: "),
+        "{}",
+        e.stderr
+    );
+    // Caught before anything is sent: exit 2 with the field and the rule.
+    let e = cli(
+        s,
+        &[
+            "updatestrategy",
+            "create",
+            "-n",
+            "bad",
+            "--stages",
+            r#"{"stages":[{"name":"a","maxConcurrency":"120%"}]}"#,
+        ],
+    );
+    assert_eq!(e.code, 2);
+    assert!(
+        e.stderr.contains("maxConcurrency") && e.stderr.contains("120%"),
+        "{}",
+        e.stderr
+    );
+    let e = cli(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r",
+            "--upgrade-type",
+            "Full",
+            "--stages",
+            "{}",
+        ],
+    );
+    assert_eq!(e.code, 2);
+    assert!(e.stderr.contains("--kubernetes-version"), "{}", e.stderr);
+    let e = cli(s, &["updaterun", "skip", "-n", "r", "--targets", "stage:x"]);
+    assert_eq!(e.code, 2);
+    assert!(e.stderr.contains("--targets \"stage:x\""), "{}", e.stderr);
+    let e = cli(s, &["updaterun", "delete", "-n", "r"]);
+    assert_eq!(e.code, 1, "404 first: {}", e.stderr);
+    let e = cli(
+        s,
+        &["gate", "update", "--gate-name", "x", "--state", "Skipped"],
+    );
+    assert_eq!(e.code, 2);
+    assert!(e.stderr.contains("only Completed"), "{}", e.stderr);
+    let e = cli(s, &["updaterun", "show"]);
+    assert_eq!(e.code, 2, "clap's usage error: {}", e.stderr);
+    // Deleting needs --yes without a terminal to ask on.
+    two_stage_strategy(s);
+    let e = cli(s, &["updatestrategy", "delete", "-n", "two"]);
+    assert_eq!(e.code, 2);
+    assert!(e.stderr.contains("--yes"), "{}", e.stderr);
+}
+
+#[test]
+fn connection_errors_name_the_server_and_how_to_point_elsewhere() {
+    // A port nobody listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("http://127.0.0.1:{port}");
+    let e = cli(&server, &["updaterun", "list"]);
+    assert_eq!(e.code, 1);
+    assert!(
+        e.stderr
+            .contains(&format!("cannot reach the waverun daemon at {server}")),
+        "{}",
+        e.stderr
+    );
+    assert!(
+        e.stderr.contains("--server") && e.stderr.contains("WAVERUN_SERVER"),
+        "{}",
+        e.stderr
+    );
+}
+
+#[test]
+fn every_verb_s_help_ends_with_an_example() {
+    let verbs: &[&[&str]] = &[
+        &["simulate"],
+        &["validate"],
+        &["plan"],
+        &["serve"],
+        &["demo"],
+        &["completions"],
+        &["member", "create"],
+        &["member", "update"],
+        &["member", "show"],
+        &["member", "list"],
+        &["member", "delete"],
+        &["updatestrategy", "create"],
+        &["updatestrategy", "show"],
+        &["updatestrategy", "list"],
+        &["updatestrategy", "delete"],
+        &["updaterun", "create"],
+        &["updaterun", "start"],
+        &["updaterun", "stop"],
+        &["updaterun", "skip"],
+        &["updaterun", "show"],
+        &["updaterun", "list"],
+        &["updaterun", "delete"],
+        &["updaterun", "wait"],
+        &["updaterun", "watch"],
+        &["updaterun", "plan"],
+        &["updaterun", "forecast"],
+        &["updaterun", "retry"],
+        &["gate", "list"],
+        &["gate", "show"],
+        &["gate", "approve"],
+        &["gate", "update"],
+    ];
+    for v in verbs {
+        let o = cli("http://127.0.0.1:9", &[v, &["--help"][..]].concat());
+        assert_eq!(o.code, 0, "{v:?}");
+        assert!(
+            o.stdout.contains("Example"),
+            "{v:?} --help has no example: {}",
+            o.stdout
+        );
+        assert!(
+            o.stdout.contains(&format!("waverun {}", v.join(" "))),
+            "{v:?}: {}",
+            o.stdout
+        );
+    }
+}
+
+#[test]
+fn completions_are_printed_for_bash_zsh_and_fish() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = cli("http://127.0.0.1:9", &["completions", shell]);
+        assert_eq!(o.code, 0, "{shell}: {}", o.stderr);
+        assert!(
+            o.stdout.contains("updaterun") && o.stdout.contains("approve"),
+            "{shell}"
+        );
+    }
+}
+
+/// A pseudo-terminal: the master end to read, the slave end for the child's stdio.
+struct Pty {
+    master: std::fs::File,
+    slave: std::os::fd::OwnedFd,
+}
+
+fn pty() -> Pty {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    // A terminal of 200 × 60 so that nothing wraps.
+    let size = libc::winsize {
+        ws_row: 60,
+        ws_col: 200,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two new descriptors into the integers we own; the null name and
+    // termios pointers are allowed, the winsize pointer points at a live value.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just returned by openpty and are owned by nobody else.
+    unsafe {
+        Pty {
+            master: std::fs::File::from_raw_fd(master),
+            slave: std::os::fd::OwnedFd::from_raw_fd(slave),
+        }
+    }
+}
+
+#[test]
+fn watch_in_a_terminal_shows_the_gate_takes_an_approval_and_ends_with_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_life, s) = daemon(dir.path());
+    let s = s.as_str();
+    two_stage_strategy(s);
+    ok(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r1",
+            "--upgrade-type",
+            "Full",
+            "--kubernetes-version",
+            "1.34.1",
+            "--update-strategy-name",
+            "two",
+            "--start",
+        ],
+    );
+
+    let p = pty();
+    let tty = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_waverun"))
+        .args(["updaterun", "watch", "-n", "r1"])
+        .env("WAVERUN_SERVER", s)
+        .env("TERM", "xterm")
+        .stdin(tty(&p.slave))
+        .stdout(tty(&p.slave))
+        .stderr(tty(&p.slave))
+        .spawn()
+        .unwrap();
+    drop(p.slave);
+    let screen = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let screen = screen.clone();
+        let mut master = p.master;
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // Ends when the child has exited and the terminal is closed (EIO) or at EOF.
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let seen = |needle: &str| screen.lock().unwrap().contains(needle);
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        let end = Instant::now() + Duration::from_secs(90);
+        while !f() {
+            assert!(
+                Instant::now() < end,
+                "watch never showed {what}: {}",
+                screen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for("the tree", &|| {
+        seen("Run r1: Running") && seen("stage canary")
+    });
+    wait_for("the gate with its approve command", &|| {
+        seen("approve: waverun gate approve --gate-name ")
+    });
+    let gate = {
+        let text = screen.lock().unwrap().clone();
+        let at = text
+            .rfind("approve: waverun gate approve --gate-name ")
+            .unwrap();
+        text[at..]
+            .split_whitespace()
+            .nth(5)
+            .unwrap()
+            .trim_matches(|c: char| !c.is_ascii_hexdigit() && c != '-')
+            .to_string()
+    };
+    assert!(
+        seen("waiting on: Gate"),
+        "the stage says it waits on the gate"
+    );
+    // A second command approves it; watch carries on to the end of the run, then exits 0.
+    ok(s, &["gate", "approve", "--gate-name", &gate]);
+    let end = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(st) = watch.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < end,
+            "watch did not end with the run: {}",
+            screen.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    reader.join().unwrap();
+    assert!(status.success(), "{}", screen.lock().unwrap());
+    let text = screen.lock().unwrap().clone();
+    assert!(text.contains("Run r1: Completed"), "{text}");
+    assert!(
+        text.contains("\u{1b}["),
+        "redrawn in place with escape codes"
+    );
+    assert!(text.contains("▕██████████▏ 4/4"), "progress bars: {text}");
+}
+
+#[test]
+fn watch_without_a_terminal_prints_one_line_per_event_until_the_run_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_life, s) = daemon(dir.path());
+    let s = s.as_str();
+    ok(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "q",
+            "--upgrade-type",
+            "NodeImageOnly",
+            "--stages",
+            r#"{"stages":[{"name":"all","memberSelector":{"byLabel":"ring"},"maxConcurrency":"3"}]}"#,
+            "--start",
+        ],
+    );
+    let o = ok(s, &["updaterun", "watch", "-n", "q"]);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("watching update run q"),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("MemberStarted")).count(),
+        6,
+        "{}",
+        o.stdout
+    );
+    assert!(
+        lines.last().unwrap().contains("RunCompleted"),
+        "{}",
+        o.stdout
+    );
+}
