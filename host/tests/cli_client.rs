@@ -411,6 +411,20 @@ fn every_verb_answers_in_table_json_and_yaml() {
     let r = ok(s, &["updaterun", "show", "-n", "r2"]).json();
     assert_eq!(r["status"]["stages"][1]["status"]["state"], "Skipped");
     ok(s, &["updaterun", "delete", "-n", "r2", "--yes"]);
+    // A retry of the finished r1, over the members it skipped (the canaries r0 had done).
+    let again = ok(
+        s,
+        &["updaterun", "retry", "-n", "r1", "--retry-name", "r1-again"],
+    );
+    assert!(
+        again.stderr.contains("updaterun start -n r1-again"),
+        "{}",
+        again.stderr
+    );
+    let again = again.json();
+    assert_eq!(again["name"], "r1-again");
+    assert_eq!(again["retryOf"], "/fleets/default/updateRuns/r1");
+    assert_eq!(again["status"]["status"]["state"], "NotStarted");
     let gone = cli(s, &["updaterun", "show", "-n", "r2"]);
     assert_eq!(gone.code, 1);
     assert!(gone.stderr.contains("r2"), "{}", gone.stderr);
