@@ -83,3 +83,14 @@ impl Life {
         self.child.wait().unwrap();
     }
 }
+
+/// A life that ends with its test, whatever way the test ends (a passed assertion or a
+/// panic): the daemon is killed and reaped, so no test leaves a daemon running behind it.
+impl Drop for Life {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
