@@ -261,27 +261,43 @@ impl Worker {
         self.lost.remove(id);
     }
 
-    /// Calls `describe` for operation `id`'s cluster on a thread of its own.
-    fn describe(&mut self, id: String, why: Redescribe) {
-        let op = match self.engine.stored().operation(&id) {
+    /// What a read call about operation `id` needs — the operation (not done), its provider
+    /// and its cluster — with the call marked as under way; `None` when there is nothing to
+    /// call (it is done, a call is under way, or it could not be read: then it is retried or
+    /// failed here).
+    fn read_call(&mut self, id: &str) -> Option<(OperationRow, Arc<dyn Provider>, ClusterTarget)> {
+        let op = match self.engine.stored().operation(id) {
             Ok(Some(op)) if op.state != OperationState::Done => op,
-            Ok(_) => return,
+            Ok(_) => return None,
             Err(e) => {
                 tracing::warn!(error = %e, operation = %id, "reading an operation failed");
-                return self.after(&id, Due::Poll, self.clock.real_span(RETRY_FLEET_SECONDS));
+                self.after(id, Due::Poll, self.clock.real_span(RETRY_FLEET_SECONDS));
+                return None;
             }
         };
         let Some(provider) = self.provider_of(&op) else {
             let why = format!("no provider named {:?} is configured", op.provider);
-            return self.fail_operation(&op.id, why);
+            self.fail_operation(&op.id, why);
+            return None;
         };
         let (target, _) = match request_of(&op) {
             Ok(r) => r,
-            Err(why) => return self.fail_operation(&op.id, why),
+            Err(why) => {
+                self.fail_operation(&op.id, why);
+                return None;
+            }
         };
-        if !self.calling.insert(id.clone()) {
-            return;
+        if !self.calling.insert(id.to_string()) {
+            return None;
         }
+        Some((op, provider, target))
+    }
+
+    /// Calls `describe` for operation `id`'s cluster on a thread of its own.
+    fn describe(&mut self, id: String, why: Redescribe) {
+        let Some((_, provider, target)) = self.read_call(&id) else {
+            return;
+        };
         let tx = self.tx.clone();
         std::thread::spawn(move || {
             let result = provider.describe(&target).map(Box::new);
@@ -291,25 +307,9 @@ impl Worker {
 
     /// Calls `get-operation` for operation `id` on a thread of its own.
     fn poll(&mut self, id: String) {
-        let op = match self.engine.stored().operation(&id) {
-            Ok(Some(op)) if op.state != OperationState::Done => op,
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, operation = %id, "reading an operation failed");
-                return self.after(&id, Due::Poll, self.clock.real_span(RETRY_FLEET_SECONDS));
-            }
-        };
-        let Some(provider) = self.provider_of(&op) else {
-            let why = format!("no provider named {:?} is configured", op.provider);
-            return self.fail_operation(&op.id, why);
-        };
-        let (target, _) = match request_of(&op) {
-            Ok(r) => r,
-            Err(why) => return self.fail_operation(&op.id, why),
-        };
-        if !self.calling.insert(id.clone()) {
+        let Some((op, provider, target)) = self.read_call(&id) else {
             return;
-        }
+        };
         let tx = self.tx.clone();
         // The provider's id of it, once known, beside the key.
         let provider_id = op.provider_operation_id;
