@@ -17,8 +17,10 @@ BIN="${1:-target/release/waverun}"
 case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
 WORK="$(mktemp -d)"
 PIDS=()
+# A background `eval "$CMD" &` is a subshell whose child is the waverun process: end both.
+end() { pkill -P "$1" 2>/dev/null || true; kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do end "$p"; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -87,7 +89,7 @@ grep -q MemberStarted watch1.log || fail "watch showed no cluster starting withi
 echo "main job: first life: watch shows $(grep -c MemberStarted watch1.log) cluster(s) upgrading; Ctrl-C"
 stop
 grep -q "stopping" life1.log || fail "Ctrl-C did not stop the demo cleanly"
-kill "$W1" 2>/dev/null || true
+end "$W1"
 
 # --- second life: the same directory continues, at a faster clock
 start life2.log --time-scale 50000
