@@ -3,65 +3,18 @@
 //! as `waverun simulate` says; ETags guard changes; bad bodies are problems naming the field and
 //! change nothing; tokens and roles are enforced; the audit log says who did what.
 
+mod daemon_support;
 mod http_support;
 mod runtime_support;
 
-use http_support::{agent, Client};
-
-use runtime_support::{shared_cache, workspace};
+use daemon_support::{scenario, Daemon};
+use http_support::agent;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use waverun_core::sim::{simulate, Scenario};
-use waverun_host::api::{token_hash, Role};
-use waverun_host::load_scenario;
-use waverun_host::serve::{ModuleSource, ServeConfig, Server, TokenConfig};
-
-const FLEET_FILE: &str = "tests/scenarios/gates-and-wait.yaml";
-
-struct Daemon {
-    server: Option<Server>,
-    client: Client,
-    _dir: tempfile::TempDir,
-}
-
-impl std::ops::Deref for Daemon {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.client
-    }
-}
-
-impl Daemon {
-    fn start(tokens: &[(&str, Role, &str)]) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        let config = ServeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir.path().join("data"),
-            fleet: "default".to_string(),
-            time_scale: 200_000.0,
-            fleet_file: Some(workspace().join(FLEET_FILE)),
-            tokens: tokens
-                .iter()
-                .map(|(name, role, token)| TokenConfig {
-                    name: name.to_string(),
-                    role: *role,
-                    sha256: token_hash(token),
-                })
-                .collect(),
-            module_cache: Some(shared_cache()),
-            ..ServeConfig::defaults()
-        };
-        let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
-        let base = format!("http://{}/api/v1/fleets/default", server.addr());
-        Daemon {
-            server: Some(server),
-            client: Client::new(&base),
-            _dir: dir,
-        }
-    }
-}
+use waverun_host::api::Role;
 
 impl Daemon {
     /// The scenario's strategy as `rollout`, and its run as `r1` (not started).
@@ -77,18 +30,6 @@ impl Daemon {
         let r = self.call("PUT", "/updateRuns/r1", None, &[], Some(&run_body(s)));
         assert_eq!(r.status, 201, "{}", r.body);
     }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown().expect("a clean shutdown");
-        }
-    }
-}
-
-fn scenario() -> Scenario {
-    load_scenario(&workspace().join(FLEET_FILE)).unwrap()
 }
 
 fn strategy_body(s: &Scenario) -> String {

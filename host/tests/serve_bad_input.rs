@@ -6,70 +6,17 @@
 //! the API serves exactly as it was. And the answers axum would give in plain text (a method
 //! the path does not take, a path segment that does not decode) are problems too.
 
+mod daemon_support;
 mod http_support;
 mod runtime_support;
 
+use daemon_support::{scenario, Daemon};
 use http_support::{Client, Reply};
-use runtime_support::{shared_cache, workspace};
+use runtime_support::shared_cache;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use waverun_core::sim::Scenario;
-use waverun_host::load_scenario;
-use waverun_host::serve::{ModuleSource, ServeConfig, Server};
-
-const FLEET_FILE: &str = "tests/scenarios/gates-and-wait.yaml";
-
-struct Daemon {
-    server: Option<Server>,
-    client: Client,
-    root: String,
-    _dir: tempfile::TempDir,
-}
-
-impl std::ops::Deref for Daemon {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.client
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown().expect("a clean shutdown");
-        }
-    }
-}
-
-impl Daemon {
-    /// A daemon without tokens (every caller is `anonymous`, an admin) over the scenario's
-    /// fleet, in a fresh data directory.
-    fn start() -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        let config = ServeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir.path().join("data"),
-            fleet: "default".to_string(),
-            time_scale: 200_000.0,
-            fleet_file: Some(workspace().join(FLEET_FILE)),
-            module_cache: Some(shared_cache()),
-            ..ServeConfig::defaults()
-        };
-        let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
-        let root = format!("http://{}", server.addr());
-        Daemon {
-            client: Client::new(&format!("{root}/api/v1/fleets/default")),
-            server: Some(server),
-            root,
-            _dir: dir,
-        }
-    }
-}
-
-fn scenario() -> Scenario {
-    load_scenario(&workspace().join(FLEET_FILE)).unwrap()
-}
 
 /// What the fleet holds once set up: the strategy `rollout`, the run `r1` started and waiting
 /// at its approval gate, and that gate.
@@ -369,7 +316,7 @@ fn assert_problem(r: &Reply, status: u16, code: &str, context: &str) {
 
 #[test]
 fn every_mutation_refuses_bad_input_with_a_problem_audits_it_and_changes_nothing() {
-    let d = Daemon::start();
+    let d = Daemon::start(&[]);
     let s = scenario();
     let f = set_up(&d, &s);
     let doc = openapi(&d);
@@ -436,7 +383,7 @@ fn every_mutation_refuses_bad_input_with_a_problem_audits_it_and_changes_nothing
 
 #[test]
 fn a_method_a_path_does_not_take_is_a_problem_listing_the_ones_it_takes() {
-    let d = Daemon::start();
+    let d = Daemon::start(&[]);
     let r = d.call(
         "DELETE",
         "/gates",
@@ -473,7 +420,7 @@ fn a_method_a_path_does_not_take_is_a_problem_listing_the_ones_it_takes() {
 
 #[test]
 fn a_path_segment_that_does_not_decode_is_a_problem_naming_it() {
-    let d = Daemon::start();
+    let d = Daemon::start(&[]);
     for path in [
         "/members/%FF",
         "/updateStrategies/%C3%28",
