@@ -1,8 +1,10 @@
 //! The release catalog as the engine reads it: which Kubernetes versions and node images are
-//! available in which region since when, indexed for the questions the scheduler asks.
+//! available in which region since when (and which are previews, security patches, or of a
+//! minor out of community support), indexed for the questions the scheduler and the
+//! auto-upgrade channels ask.
 
-use crate::model::{Release, ReleaseCatalog, Timestamp};
-use crate::version::{compare_image_versions, image_family};
+use crate::model::{Release, ReleaseCatalog, Support, Timestamp};
+use crate::version::{compare_image_versions, image_family, KubeVersion};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -40,16 +42,76 @@ impl Catalog {
         &self.source
     }
 
-    /// Adds or extends one Kubernetes release's availability.
-    pub fn add_kubernetes(&mut self, version: &str, region: &str, since: Timestamp) {
-        add(&mut self.source.kubernetes, version, region, since);
+    /// Adds or extends one Kubernetes release's availability; `preview` is the newest word on
+    /// it (a preview that reaches GA is observed again without the flag).
+    pub fn add_kubernetes(&mut self, version: &str, region: &str, since: Timestamp, preview: bool) {
+        add(&mut self.source.kubernetes, version, region, since).preview = preview;
         self.reindex();
     }
 
-    /// Adds or extends one node image's availability.
-    pub fn add_node_image(&mut self, version: &str, region: &str, since: Timestamp) {
-        add(&mut self.source.node_images, version, region, since);
+    /// Adds or extends one node image's availability; `security_patch` is the newest word on it.
+    pub fn add_node_image(
+        &mut self,
+        version: &str,
+        region: &str,
+        since: Timestamp,
+        security_patch: bool,
+    ) {
+        add(&mut self.source.node_images, version, region, since).security_patch = security_patch;
         self.reindex();
+    }
+
+    /// Who supports the minor of `v` (a minor the catalog does not list is `Community`).
+    pub fn minor_support(&self, v: &KubeVersion) -> Support {
+        let key = format!("{}.{}", v.major, v.minor);
+        self.source
+            .minors
+            .iter()
+            .find(|m| m.minor == key)
+            .map_or(Support::Community, |m| m.support)
+    }
+
+    /// Every GA Kubernetes version available somewhere at `now` (previews and versions that do
+    /// not parse are left out), newest first.
+    pub fn ga_kubernetes(&self, now: Timestamp) -> Vec<KubeVersion> {
+        let mut out: Vec<KubeVersion> = self
+            .source
+            .kubernetes
+            .iter()
+            .filter(|r| !r.preview && first_available(r).is_some_and(|t| t <= now))
+            .filter_map(|r| KubeVersion::parse(&r.version).ok())
+            .collect();
+        out.sort_by(|a, b| b.cmp(a));
+        out.dedup();
+        out
+    }
+
+    /// The newest image of `family` available somewhere at `now`; with `security_only`, the
+    /// newest security-patch image.
+    pub fn newest_image_anywhere(
+        &self,
+        family: &str,
+        now: Timestamp,
+        security_only: bool,
+    ) -> Option<&str> {
+        let list = self.index().families.get(family)?;
+        list.iter()
+            .map(|i| &self.source.node_images[*i])
+            .filter(|r| !security_only || r.security_patch)
+            .find(|r| first_available(r).is_some_and(|t| t <= now))
+            .map(|r| r.version.as_str())
+    }
+
+    /// The first instant after `now` at which some release first reaches the catalog (becomes
+    /// available in its first region): when an auto-upgrade profile must look again.
+    pub fn next_release_after(&self, now: Timestamp) -> Option<Timestamp> {
+        self.source
+            .kubernetes
+            .iter()
+            .chain(&self.source.node_images)
+            .filter_map(first_available)
+            .filter(|t| *t > now)
+            .min()
     }
 
     fn reindex(&mut self) {
@@ -133,18 +195,35 @@ fn since(r: &Release, region: &str) -> Option<Timestamp> {
     }
 }
 
-fn add(list: &mut Vec<Release>, version: &str, region: &str, at: Timestamp) {
-    if let Some(r) = list.iter_mut().find(|r| r.version == version) {
-        let e = r.available.entry(region.to_string()).or_insert(at);
-        if at < *e {
-            *e = at;
+/// When a release is first available anywhere.
+fn first_available(r: &Release) -> Option<Timestamp> {
+    r.available.values().min().copied()
+}
+
+fn add<'a>(
+    list: &'a mut Vec<Release>,
+    version: &str,
+    region: &str,
+    at: Timestamp,
+) -> &'a mut Release {
+    let i = match list.iter().position(|r| r.version == version) {
+        Some(i) => {
+            let e = list[i].available.entry(region.to_string()).or_insert(at);
+            if at < *e {
+                *e = at;
+            }
+            i
         }
-    } else {
-        let mut available = BTreeMap::new();
-        available.insert(region.to_string(), at);
-        list.push(Release {
-            version: version.to_string(),
-            available,
-        });
-    }
+        None => {
+            let mut available = BTreeMap::new();
+            available.insert(region.to_string(), at);
+            list.push(Release {
+                version: version.to_string(),
+                available,
+                ..Release::default()
+            });
+            list.len() - 1
+        }
+    };
+    &mut list[i]
 }

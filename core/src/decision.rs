@@ -6,7 +6,8 @@ use crate::catalog::Catalog;
 use crate::error::ErrorCode;
 use crate::event::{Reason, WakeReason};
 use crate::model::{
-    Freeze, Member, NodeImageSelectionType, PoolImage, Timestamp, UpdateRunSpec, UpgradeType,
+    Freeze, Member, NodeImageSelectionType, OsType, PoolImage, Support, Timestamp, UpdateRunSpec,
+    UpgradeChannel, UpgradeType,
 };
 use crate::version::{compare_image_versions, image_family, KubeVersion};
 use crate::window::CompiledWindow;
@@ -25,6 +26,11 @@ pub struct RunTarget {
     pub selection: NodeImageSelectionType,
     /// Consistent: the selected images (one per family); Custom: the given versions.
     pub images: Vec<String>,
+    /// The channel of the auto-upgrade profile that generated the run: a member more than one
+    /// minor behind is skipped (not failed), `NodeImage` moves pools made from snapshots, and
+    /// `SecurityPatch` leaves Windows pools alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<UpgradeChannel>,
 }
 
 impl RunTarget {
@@ -43,6 +49,7 @@ impl RunTarget {
                     .and_then(|v| KubeVersion::parse(v).ok()),
                 selection: NodeImageSelectionType::Latest,
                 images: Vec::new(),
+                channel: None,
             };
         }
         RunTarget {
@@ -62,6 +69,7 @@ impl RunTarget {
                     .collect(),
                 _ => Vec::new(),
             },
+            channel: None,
         }
     }
 
@@ -82,6 +90,9 @@ pub enum SkipReason {
     NoConsistentImage,
     /// Skipped by a user (member, group or stage).
     SkippedByUser,
+    /// More than one minor behind the target of a generated run (an auto-upgrade never skips
+    /// a minor; a manual run must bring the member closer first).
+    MinorVersionSkip,
 }
 
 /// What a member needs, decided against the catalog at `now`.
@@ -126,6 +137,16 @@ pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> D
         ) {
             match current.cmp(&target) {
                 Ordering::Less => {
+                    if current.minors_until(&target) > 1 && t.channel.is_some() {
+                        return Decision::Skip {
+                            reason: SkipReason::MinorVersionSkip,
+                            message: format!(
+                                "control plane {current} is more than one minor version behind {target}: an auto-upgrade never skips a minor; bring it to {}.{} with a manual update run first",
+                                current.major,
+                                current.minor + 1
+                            ),
+                        };
+                    }
                     if current.minors_until(&target) > 1 {
                         return Decision::Fail {
                             code: ErrorCode::MinorVersionSkip,
@@ -133,6 +154,16 @@ pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> D
                                 "control plane {current} is more than one minor version behind {target}; Kubernetes cannot skip a minor version: upgrade to {}.{} first",
                                 current.major,
                                 current.minor + 1
+                            ),
+                        };
+                    }
+                    if catalog.minor_support(&target) == Support::LtsOnly && !m.long_term_support
+                    {
+                        return Decision::Fail {
+                            code: ErrorCode::LongTermSupportRequired,
+                            message: format!(
+                                "Kubernetes {}.{} is supported only with long-term support (LTSOnly), and member \"{}\" does not have it: enable LTS on the cluster, or leave it out of this run",
+                                target.major, target.minor, m.name
                             ),
                         };
                     }
@@ -147,18 +178,23 @@ pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> D
     }
     let mut node_images = Vec::new();
     let mut left_alone = Vec::new();
+    let mut windows_alone = Vec::new();
     if matches!(
         t.upgrade_type,
         UpgradeType::Full | UpgradeType::NodeImageOnly
     ) {
         for pool in &m.node_pools {
+            if t.channel == Some(UpgradeChannel::SecurityPatch) && pool.os_type == OsType::Windows {
+                windows_alone.push(pool.name.clone());
+                continue;
+            }
             let Some(family) = image_family(&pool.image_version) else {
                 left_alone.push(pool.name.clone());
                 continue;
             };
             let target = match t.selection {
                 NodeImageSelectionType::Latest => {
-                    if pool.from_snapshot {
+                    if pool.from_snapshot && t.channel != Some(UpgradeChannel::NodeImage) {
                         left_alone.push(format!("{} (from snapshot)", pool.name));
                         continue;
                     }
@@ -188,6 +224,12 @@ pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> D
                 _ => left_alone.push(pool.name.clone()),
             }
         }
+    }
+    if !windows_alone.is_empty() {
+        notes.push(format!(
+            "Windows pools left alone: the SecurityPatch channel updates Linux pools only ({})",
+            windows_alone.join(", ")
+        ));
     }
     if kube_target.is_none() && node_images.is_empty() {
         let what = match t.upgrade_type {

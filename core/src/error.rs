@@ -20,6 +20,8 @@ pub enum ErrorCode {
     MemberInTwoGroups,
     /// A member is more than one minor version behind the target.
     MinorVersionSkip,
+    /// The target minor is LTS-only and the member does not have long-term support.
+    LongTermSupportRequired,
     /// A member upgrade operation failed in the cluster.
     UpgradeFailed,
     /// A failure threshold was exceeded.
@@ -38,6 +40,7 @@ impl ErrorCode {
             ErrorCode::InvalidState => "InvalidState",
             ErrorCode::MemberInTwoGroups => "MemberInTwoGroups",
             ErrorCode::MinorVersionSkip => "MinorVersionSkip",
+            ErrorCode::LongTermSupportRequired => "LongTermSupportRequired",
             ErrorCode::UpgradeFailed => "UpgradeFailed",
             ErrorCode::FailureThresholdExceeded => "FailureThresholdExceeded",
             ErrorCode::InvalidSnapshot => "InvalidSnapshot",

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum EventKind {
     RunCreated,
+    RunGenerated,
     RunUpdated,
     RunDeleted,
     RunStarted,
@@ -67,6 +68,15 @@ pub struct Event {
 pub enum Fact {
     /// A run was created.
     RunCreated,
+    /// An auto-upgrade profile generated the run (before its `RunStarted`, when it starts it).
+    RunGenerated {
+        /// The profile.
+        profile: String,
+        /// Its target versions.
+        versions: Vec<String>,
+        /// Why: the release, or the catch-up, and the run it supersedes.
+        message: Option<String>,
+    },
     /// A run's spec was replaced.
     RunUpdated,
     /// A run was deleted.
@@ -316,6 +326,7 @@ impl Fact {
     pub fn kind(&self) -> EventKind {
         match self {
             Fact::RunCreated => EventKind::RunCreated,
+            Fact::RunGenerated { .. } => EventKind::RunGenerated,
             Fact::RunUpdated => EventKind::RunUpdated,
             Fact::RunDeleted => EventKind::RunDeleted,
             Fact::RunStarted { .. } => EventKind::RunStarted,
@@ -441,12 +452,24 @@ impl Event {
         self.fields().action
     }
 
+    /// The auto-upgrade profile (`RunGenerated`).
+    pub fn profile(&self) -> Option<&str> {
+        self.fields().profile
+    }
+
+    /// The target versions (`RunGenerated`); empty for other kinds.
+    pub fn versions(&self) -> &[String] {
+        self.fields().versions
+    }
+
     /// The flat view: every field, in wire order, `None` where the kind has none.
     fn fields(&self) -> Fields<'_> {
         let mut f = Fields {
             at: &self.at,
             kind: self.kind(),
             run: &self.run,
+            profile: None,
+            versions: &[],
             stage: None,
             group: None,
             member: None,
@@ -471,6 +494,15 @@ impl Event {
             | Fact::RunCompleted
             | Fact::RunSkipped => {}
             Fact::RunStarted { message } => f.message = message.as_deref(),
+            Fact::RunGenerated {
+                profile,
+                versions,
+                message,
+            } => {
+                f.profile = Some(profile);
+                f.versions = versions;
+                f.message = message.as_deref();
+            }
             Fact::RunStopping { reason } => f.reason = Some(*reason),
             Fact::RunStopped { error } | Fact::RunFailed { error } => f.error = error.as_ref(),
             Fact::StageStarted { stage }
@@ -653,6 +685,10 @@ struct Fields<'a> {
     #[serde(skip_serializing_if = "str_is_empty")]
     run: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<&'a str>,
+    #[serde(skip_serializing_if = "slice_is_empty")]
+    versions: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
     stage: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     group: Option<&'a str>,
@@ -708,6 +744,10 @@ struct Wire {
     #[serde(default)]
     run: String,
     #[serde(default)]
+    profile: Option<String>,
+    #[serde(default)]
+    versions: Option<Vec<String>>,
+    #[serde(default)]
     stage: Option<String>,
     #[serde(default)]
     group: Option<String>,
@@ -757,6 +797,11 @@ impl Wire {
         }
         let fact = match kind {
             EventKind::RunCreated => Fact::RunCreated,
+            EventKind::RunGenerated => Fact::RunGenerated {
+                profile: need!(profile, "profile"),
+                versions: need!(versions, "versions"),
+                message: opt!(message),
+            },
             EventKind::RunUpdated => Fact::RunUpdated,
             EventKind::RunDeleted => Fact::RunDeleted,
             EventKind::RunStarted => Fact::RunStarted {
@@ -890,6 +935,8 @@ impl Wire {
         };
         // Whatever is left is a field this kind does not have.
         let left = [
+            ("profile", self.profile.is_some()),
+            ("versions", self.versions.is_some()),
             ("stage", self.stage.is_some()),
             ("group", self.group.is_some()),
             ("member", self.member.is_some()),
@@ -971,7 +1018,8 @@ pub enum Output {
 pub enum WakeReason {
     /// A member's maintenance window opens.
     MaintenanceWindow,
-    /// A version becomes available in a region.
+    /// A version becomes available in a region (a waiting member's, or a release that
+    /// auto-upgrade profiles wait for).
     VersionAvailable,
     /// A scheduled-start gate opens.
     ScheduledGate,
@@ -989,7 +1037,7 @@ pub struct Wakeup {
     pub at: Timestamp,
     /// Why.
     pub reason: WakeReason,
-    /// Which run.
+    /// Which run; empty for a fleet-wide wakeup (a release that auto-upgrade profiles wait for).
     pub run: String,
 }
 

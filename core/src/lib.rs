@@ -64,6 +64,21 @@
 //! or waiting. Whatever can end the wait — a timer, an upgrade result, an approval, a release,
 //! a lease freed — is an input that touches the run again.
 //!
+//! ## Auto-upgrade profiles
+//! A profile ([`AutoUpgradeProfile`]) follows a channel: `Rapid`, `Stable`,
+//! `TargetKubernetesVersion` (with or without long-term support), `NodeImage` or
+//! `SecurityPatch`. What a channel targets is a pure answer over the release catalog
+//! ([`profile::resolve`]: GA versions only, each minor's support state, security-patch images);
+//! *when* a profile acts is decided in one place, `reconcile_profiles` (`engine/profiles.rs`),
+//! which runs after the runs settle whenever something a profile follows changed (a release
+//! reached the catalog — the engine asks to be woken at each known release time —, a member
+//! joined, a generated run ended, a profile changed), and settles the runs it touched again. A
+//! profile remembers the target it last acted on: a new target generates a run named after the
+//! profile and the target ([`profile::generated_run_name`], so generating twice finds the same
+//! run) and starts it; a generated run still running makes the new target wait; a generated
+//! run never started is superseded. Members behind the target that missed a run are caught up
+//! by the next one; a member joining behind the target triggers one at once.
+//!
 //! ## Time
 //! Time is a value: every input carries `now` (a UTC [`Timestamp`]). Before handling an input
 //! the engine fires every timer due at `now`, so an input always meets an up-to-date engine.
@@ -147,6 +162,34 @@
 //! - A retry run copies the finished run's strategy, upgrade and resolved images (Consistent
 //!   or Custom) and includes only the members that did not complete.
 //! - After-stage waits are at most 7 days; gates' display names at most 100 characters.
+//! - Profiles: creating one, or changing its channel, `targetKubernetesVersion` or
+//!   `longTermSupport`, sets its baseline at the current target and starts nothing (the next
+//!   release that moves the target does; `generateUpdateRun` acts now). Re-enabling one catches
+//!   up on releases it missed while disabled. `generateUpdateRun` on a disabled profile is
+//!   refused (`InvalidState`), and returns the run that exists for the current target (not
+//!   started, or running) as it is.
+//! - A generated run is one per profile at a time while it is Running or Stopping: Stopped,
+//!   Failed, Completed and Skipped runs have ended, and the newest waiting target then runs. A
+//!   user cannot start (or resume) a generated run while another of the same profile runs.
+//! - A generated run's name is `{profile}-{x-y-z}` for a Kubernetes target and
+//!   `{profile}-{8 hex digits}` (a hash of the images) for node images; catch-up runs of the
+//!   same target add `-2`, `-3`, ...; a name over 50 characters keeps the head of the profile's
+//!   name and hashes the rest. A run never started that a newer target supersedes is deleted
+//!   (`RunDeleted`, and the new run's `RunGenerated` says which it supersedes).
+//! - Catch-up triggers are a member joining behind the target and re-enabling: a run that ends
+//!   with members behind does not generate another run for the same target (a member that
+//!   always fails would otherwise generate runs forever); the next release includes them.
+//! - In a generated run a member more than one minor behind is `Skipped` with
+//!   `MinorVersionSkip` (a manual run must bring it closer); in a manual run it fails as before.
+//!   A member is "behind" (and can trigger a run) only if the target would move it.
+//! - A run whose target minor is `LTSOnly` fails each member without long-term support with
+//!   `LongTermSupportRequired`, whoever created the run. Rapid and Stable follow minors in
+//!   community support only; `TargetKubernetesVersion` targets an `LTSOnly` minor only with
+//!   `longTermSupport`, and never an `EndOfSupport` minor.
+//! - Kubernetes channels generate `Full` runs with the profile's node image selection; the
+//!   `NodeImage` channel `NodeImageOnly` runs that also move pools made from snapshots; the
+//!   `SecurityPatch` channel `NodeImageOnly` runs with exactly the newest security-patch image
+//!   of each Linux family (Windows pools are left alone, and the member's message says why).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -164,6 +207,7 @@ pub mod model;
 pub mod openapi;
 pub mod plan;
 pub mod plan_text;
+pub mod profile;
 pub mod selector;
 pub mod sim;
 pub mod snapshot;

@@ -350,6 +350,37 @@ pub struct Release {
     #[serde(default, deserialize_with = "crate::time::de_timestamp_map")]
     #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, String>))]
     pub available: BTreeMap<String, Timestamp>,
+    /// A preview release (Kubernetes versions): never the target of an auto-upgrade profile.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preview: bool,
+    /// A security-patch node image: what the `SecurityPatch` channel rolls out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub security_patch: bool,
+}
+
+/// Who supports a Kubernetes minor version.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Support {
+    /// Supported by the community (the default for a minor the catalog says nothing about).
+    #[default]
+    Community,
+    /// Out of community support; supported only for clusters with long-term support.
+    #[serde(rename = "LTSOnly")]
+    LtsOnly,
+    /// Not supported at all: never targeted by a profile.
+    EndOfSupport,
+}
+
+/// The support state of one Kubernetes minor version.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MinorSupport {
+    /// The minor, `"x.y"`.
+    pub minor: String,
+    /// `Community`, `LTSOnly` or `EndOfSupport`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub support: Support,
 }
 
 /// What versions exist and where. Providers feed it; the engine only reads it.
@@ -363,6 +394,75 @@ pub struct ReleaseCatalog {
     /// Node image versions (any family).
     #[serde(default)]
     pub node_images: Vec<Release>,
+    /// Support state per Kubernetes minor (a minor not listed is `Community`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub minors: Vec<MinorSupport>,
+}
+
+/// An auto-upgrade profile (spec section 8): when a release matching its channel reaches the
+/// catalog, a run is generated and started through its strategy. Field names are Azure's.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoUpgradeProfile {
+    /// Unique profile name (same pattern as member names).
+    pub name: String,
+    /// Which releases the profile follows.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub channel: UpgradeChannel,
+    /// The stored strategy generated runs go through; without one, members one by one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy_name: Option<String>,
+    /// `Latest` (default) or `Consistent`; `Custom` is not allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_image_selection: Option<AutoUpgradeNodeImageSelection>,
+    /// A disabled profile generates nothing (runs it started go on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+    /// `"x.y"`: required for `TargetKubernetesVersion`, forbidden otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_kubernetes_version: Option<String>,
+    /// Target an LTS-only minor (only with `TargetKubernetesVersion`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub long_term_support: bool,
+}
+
+/// A profile's `nodeImageSelection`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoUpgradeNodeImageSelection {
+    /// `Latest` or `Consistent`.
+    #[serde(rename = "type")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub selection_type: NodeImageSelectionType,
+}
+
+/// Auto-upgrade channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum UpgradeChannel {
+    /// The latest patch of the newest GA minor.
+    Rapid,
+    /// The latest patch of the minor before the newest GA minor.
+    Stable,
+    /// The latest patch of `targetKubernetesVersion`.
+    TargetKubernetesVersion,
+    /// The newest image of every node image family (NodeImageOnly runs).
+    NodeImage,
+    /// Security-patch images for Linux pools (NodeImageOnly runs).
+    SecurityPatch,
+}
+
+impl UpgradeChannel {
+    /// Whether the channel moves the control plane (`Full` runs) rather than node images only.
+    pub fn is_kubernetes(self) -> bool {
+        matches!(
+            self,
+            UpgradeChannel::Rapid
+                | UpgradeChannel::Stable
+                | UpgradeChannel::TargetKubernetesVersion
+        )
+    }
 }
 
 /// A fleet-wide dated exclusion: no member upgrade starts in `[start, end)`.

@@ -352,10 +352,24 @@ pub fn plan(
     catalog: &Catalog,
     now: Timestamp,
 ) -> Result<Plan, Error> {
+    plan_generated(spec, None, strategy, members, catalog, now)
+}
+
+/// [`plan`] of a run an auto-upgrade profile of `channel` generated (members more than one
+/// minor behind are skipped, not failed; see [`RunTarget::channel`]).
+pub fn plan_generated(
+    spec: &UpdateRunSpec,
+    channel: Option<crate::model::UpgradeChannel>,
+    strategy: &UpdateStrategy,
+    members: &[&Member],
+    catalog: &Catalog,
+    now: Timestamp,
+) -> Result<Plan, Error> {
     let mut sorted: Vec<&Member> = members.to_vec();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let assignment = assign(&sorted, strategy)?;
     let mut target = RunTarget::of(spec);
+    target.channel = channel;
     let in_run: Vec<&Member> = assignment
         .stages
         .iter()

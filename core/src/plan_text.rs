@@ -4,6 +4,7 @@
 //! returns the text.
 
 use crate::plan::Plan;
+use crate::profile::ProfilePlan;
 use std::fmt::Write;
 
 /// Renders a plan for a terminal (what `waverun plan FILE` prints).
@@ -89,6 +90,28 @@ pub fn render_text(p: &Plan) -> String {
             "Unassigned members (not in the run): {}",
             p.unassigned.join(", ")
         );
+    }
+    out
+}
+
+/// Renders what an auto-upgrade profile would generate now, with that run's plan.
+pub fn render_profile_plan(p: &ProfilePlan) -> String {
+    let mut out = String::new();
+    let disabled = if p.disabled { ", disabled" } else { "" };
+    let target = if p.versions.is_empty() {
+        "no target".to_string()
+    } else {
+        format!("targets {}", p.versions.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "Profile {} ({:?}{disabled}): {target}; {}",
+        p.profile, p.channel, p.message
+    );
+    if let Some(plan) = &p.plan {
+        for line in render_text(plan).lines() {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     out
 }

@@ -63,6 +63,8 @@ pub enum Reason {
     NoConsistentImage,
     /// A user skipped it (or its group / stage).
     SkippedByUser,
+    /// More than one minor behind a generated run's target (a manual run must bring it closer).
+    MinorVersionSkip,
     /// A failure threshold was exceeded.
     FailureThresholdExceeded,
 }

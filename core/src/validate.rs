@@ -1,10 +1,11 @@
-//! Validation of members, strategies and run specs. Every error names the field path and the rule.
+//! Validation of members, strategies, run specs and auto-upgrade profiles. Every error names the
+//! field path and the rule.
 
 use crate::error::{Error, Errors, FieldError};
 use crate::limits::{Limit, MAX_STAGE_CONCURRENCY};
 use crate::model::{
-    GateConfig, GateType, Member, NodeImageSelectionType, UpdateRunSpec, UpdateStrategy,
-    UpgradeType,
+    AutoUpgradeProfile, GateConfig, GateType, Member, NodeImageSelectionType, UpdateRunSpec,
+    UpdateStrategy, UpgradeChannel, UpgradeType,
 };
 use crate::selector::{validate_label_key, validate_label_value, LabelSelector};
 use crate::version::{image_family, validate_image_version, KubeVersion};
@@ -22,6 +23,9 @@ pub const MAX_PROVIDER_ID_CHARS: usize = 1024;
 /// Label prefix reserved for labels the system adds.
 pub const SYSTEM_LABEL_PREFIX: &str = "waverun.dev/";
 
+/// Longest resource name, in characters.
+pub const MAX_NAME_CHARS: usize = 50;
+
 /// Checks a resource name: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, 1–50 characters.
 pub fn check_name(path: &str, name: &str, errors: &mut Errors) {
     if let Err(rule) = name_rule(name) {
@@ -33,7 +37,7 @@ fn name_rule(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
         return Err("is empty; a name needs 1 to 50 characters");
     }
-    if name.len() > 50 {
+    if name.len() > MAX_NAME_CHARS {
         return Err("is longer than 50 characters");
     }
     let b = name.as_bytes();
@@ -376,6 +380,72 @@ pub fn validate_run_spec(path: &str, r: &UpdateRunSpec, errors: &mut Errors) {
             }
         }
     }
+}
+
+/// Checks an auto-upgrade profile (spec section 1, AutoUpgradeProfile): its name, the strategy
+/// name, `targetKubernetesVersion` (`"x.y"`, required for and only for the
+/// `TargetKubernetesVersion` channel), `longTermSupport` (only with that channel) and the node
+/// image selection (`Latest` or `Consistent`).
+pub fn validate_profile(path: &str, p: &AutoUpgradeProfile, errors: &mut Errors) {
+    check_name(&join(path, "name"), &p.name, errors);
+    if let Some(n) = &p.update_strategy_name {
+        check_name(&join(path, "updateStrategyName"), n, errors);
+    }
+    let tpath = join(path, "targetKubernetesVersion");
+    match (p.channel, &p.target_kubernetes_version) {
+        (UpgradeChannel::TargetKubernetesVersion, None) => errors.push(
+            tpath,
+            "is required for the TargetKubernetesVersion channel (a minor such as \"1.30\")",
+        ),
+        (UpgradeChannel::TargetKubernetesVersion, Some(v)) => {
+            if parse_minor(v).is_none() {
+                errors.push(
+                    tpath,
+                    format!("\"{v}\" is not a minor version of the form x.y (e.g. \"1.30\")"),
+                );
+            }
+        }
+        (channel, Some(_)) => errors.push(
+            tpath,
+            format!("is only allowed with the TargetKubernetesVersion channel, not {channel:?}"),
+        ),
+        (_, None) => {}
+    }
+    if p.long_term_support && p.channel != UpgradeChannel::TargetKubernetesVersion {
+        errors.push(
+            join(path, "longTermSupport"),
+            format!(
+                "is only allowed with the TargetKubernetesVersion channel, not {:?}",
+                p.channel
+            ),
+        );
+    }
+    if let Some(sel) = &p.node_image_selection {
+        if sel.selection_type == NodeImageSelectionType::Custom {
+            errors.push(
+                join(path, "nodeImageSelection.type"),
+                "Custom is not allowed for an auto-upgrade profile: use Latest or Consistent",
+            );
+        }
+    }
+}
+
+/// `"x.y"` as (major, minor): digits only, no patch.
+pub fn parse_minor(v: &str) -> Option<(u32, u32)> {
+    let (a, b) = v.split_once('.')?;
+    let num = |s: &str| {
+        (!s.is_empty() && s.len() <= 9 && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    Some((num(a)?, num(b)?))
+}
+
+/// Validates a profile and returns it as an [`Error`] if anything is wrong.
+pub fn profile(p: &AutoUpgradeProfile) -> Result<(), Error> {
+    let mut e = Errors::default();
+    validate_profile("", p, &mut e);
+    e.into_result()
 }
 
 /// What is allowed in a run spec but has no effect, as warnings (field path and message):

@@ -38,9 +38,9 @@ fn example() -> waverun_core::sim::Scenario {
 /// The run as the daemon answers it (flattened), around a status tree.
 fn run_resource(s: &waverun_core::sim::Scenario, status: &waverun_core::RunStatus) -> Value {
     json!({
-        "name": s.run.name,
+        "name": s.run_name().unwrap(),
         "updateStrategyId": "/fleets/default/updateStrategies/example",
-        "managedClusterUpdate": s.run.managed_cluster_update,
+        "managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update,
         "status": status,
     })
 }
@@ -84,12 +84,12 @@ fn tree_at(
             sim.now()
         }
     };
-    let mut status = sim.engine().run_status(&s.run.name).unwrap();
+    let mut status = sim.engine().run_status(s.run_name().unwrap()).unwrap();
     as_the_daemon_names_gates(&mut status);
     let run = run_resource(s, &status);
     let approve = |id: &str| format!("waverun gate approve --gate-name {id}");
     render(&RunView {
-        name: &s.run.name,
+        name: s.run_name().unwrap(),
         run: &run,
         status: &status,
         now: Some(FleetNow { now, scale: 2000.0 }),
@@ -125,7 +125,7 @@ fn the_list_tables() {
     let s = example();
     let mut sim = Simulation::new(&s).unwrap();
     sim.run_to_end();
-    let status = sim.engine().run_status(&s.run.name).unwrap();
+    let status = sim.engine().run_status(s.run_name().unwrap()).unwrap();
     let members: Vec<Value> = s
         .members
         .iter()

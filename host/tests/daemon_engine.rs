@@ -55,7 +55,7 @@ fn set_up_and_start(engine: &mut FleetEngine, s: &Scenario) -> Vec<String> {
         assert!(applied.operations.is_empty(), "{path} sends nothing");
     }
     let start = Command::StartRun {
-        name: s.run.name.clone(),
+        name: s.run_name().unwrap().to_string(),
     };
     let applied = engine
         .command(&start, Some(audit("updateRuns.start")))
@@ -96,7 +96,7 @@ fn operations_are_recorded_before_they_go_out_and_a_restart_sends_none_twice() {
             attempted: true,
         }])
         .unwrap();
-    let before = serde_json::to_value(engine.status(&s.run.name).unwrap()).unwrap();
+    let before = serde_json::to_value(engine.status(s.run_name().unwrap()).unwrap()).unwrap();
     let events_before = engine.store().last_event_seq().unwrap();
     drop(engine); // no shutdown: as after kill -9
 
@@ -118,7 +118,7 @@ fn operations_are_recorded_before_they_go_out_and_a_restart_sends_none_twice() {
         unfinished, expected,
         "every operation is still to be resolved"
     );
-    let after = serde_json::to_value(engine.status(&s.run.name).unwrap()).unwrap();
+    let after = serde_json::to_value(engine.status(s.run_name().unwrap()).unwrap()).unwrap();
     assert_eq!(before, after, "the same run tree after the restart");
     assert_eq!(engine.store().last_event_seq().unwrap(), events_before);
 

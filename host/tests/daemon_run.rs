@@ -54,7 +54,7 @@ fn start(plugin: &PluginModule, db: &Path, s: &Scenario, scale: f64) -> Fleet {
 fn create_and_start(daemon: &Daemon, s: &Scenario) {
     let mut commands: Vec<Command> = s.setup_commands().into_iter().map(|(_, c)| c).collect();
     commands.push(Command::StartRun {
-        name: s.run.name.clone(),
+        name: s.run_name().unwrap().to_string(),
     });
     for c in commands {
         daemon
@@ -106,10 +106,20 @@ fn a_run_completes_in_fleet_time_as_the_simulation_says() {
     let s = scenario();
     let fleet = start(&plugin, &db, &s, FAST);
     create_and_start(&fleet.daemon, &s);
-    let st = wait_for_end(&fleet.daemon, &s.run.name, Duration::from_secs(60));
+    let st = wait_for_end(
+        &fleet.daemon,
+        s.run_name().unwrap(),
+        Duration::from_secs(60),
+    );
     let expected = simulate(&s).unwrap();
-    assert_eq!(st.status.state, expected.run.status.status.state);
-    assert_eq!(member_states(&st), member_states(&expected.run.status));
+    assert_eq!(
+        st.status.state,
+        expected.run.as_ref().unwrap().status.status.state
+    );
+    assert_eq!(
+        member_states(&st),
+        member_states(&expected.run.as_ref().unwrap().status)
+    );
     for m in &s.members {
         assert_eq!(
             fleet.simulated.operations_of(&m.name).unwrap(),
@@ -135,7 +145,7 @@ fn an_engine_abandoned_mid_run_finishes_it_after_a_restart_upgrading_each_member
     // Abandon once some members finished and others are in flight.
     let until = Instant::now() + Duration::from_secs(60);
     loop {
-        let states = member_states(&status(&fleet.daemon, &s.run.name));
+        let states = member_states(&status(&fleet.daemon, s.run_name().unwrap()));
         let done = states.values().filter(|s| **s == State::Completed).count();
         if done >= 2 {
             assert!(done < states.len(), "abandoned too late: {states:?}");
@@ -148,7 +158,11 @@ fn an_engine_abandoned_mid_run_finishes_it_after_a_restart_upgrading_each_member
     drop(fleet.simulated);
 
     let fleet = start(&plugin, &db, &s, SLOWER);
-    let st = wait_for_end(&fleet.daemon, &s.run.name, Duration::from_secs(60));
+    let st = wait_for_end(
+        &fleet.daemon,
+        s.run_name().unwrap(),
+        Duration::from_secs(60),
+    );
     assert_eq!(st.status.state, State::Completed);
     assert!(member_states(&st).values().all(|s| *s == State::Completed));
     for m in &s.members {

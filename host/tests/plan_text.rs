@@ -17,7 +17,7 @@ fn core_plan(file: &Path) -> Plan {
             panic!("{path}: {e}");
         }
     }
-    let mut plan = engine.plan(&scenario.run.name).expect("plan");
+    let mut plan = engine.plan(scenario.run_name().unwrap()).expect("plan");
     for w in &mut plan.warnings {
         w.path = waverun_core::validate::join("run", &w.path);
     }

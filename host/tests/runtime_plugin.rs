@@ -67,12 +67,12 @@ fn the_abi_calls_answer() {
     assert_eq!(storage.journal_len(), s.setup_commands().len());
     let runs = i.runs().expect("runs");
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].name, s.run.name);
-    let status = i.status(&s.run.name).expect("status");
+    assert_eq!(runs[0].name, s.run_name().unwrap());
+    let status = i.status(s.run_name().unwrap()).expect("status");
     let native = Simulation::new(&s)
         .expect("native")
         .engine()
-        .run_status(&s.run.name)
+        .run_status(s.run_name().unwrap())
         .expect("native status");
     assert_eq!(
         serde_json::to_value(&status).unwrap(),
@@ -93,9 +93,9 @@ fn the_abi_calls_answer() {
         other => panic!("expected a guest error, got {other:?}"),
     }
     // Refused commands are not journaled... or if they are, they replay to the same state.
-    let before = serde_json::to_value(i.status(&s.run.name).unwrap()).unwrap();
+    let before = serde_json::to_value(i.status(s.run_name().unwrap()).unwrap()).unwrap();
     i.recover().expect("recover");
-    let after = serde_json::to_value(i.status(&s.run.name).unwrap()).unwrap();
+    let after = serde_json::to_value(i.status(s.run_name().unwrap()).unwrap()).unwrap();
     assert_eq!(before, after);
 }
 
@@ -214,8 +214,13 @@ fn a_restarted_host_resumes_from_storage() {
         assert!(sim.step());
     }
     let storage = sim.driver().persistence().clone();
-    let before =
-        serde_json::to_value(sim.driver().instance().status(&s.run.name).unwrap()).unwrap();
+    let before = serde_json::to_value(
+        sim.driver()
+            .instance()
+            .status(s.run_name().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
     let in_flight = sim.fleet().in_flight() as u64;
 
     let rt2 = PluginRuntime::new(RuntimeConfig::with_cache(shared_cache())).unwrap();
@@ -242,7 +247,7 @@ fn a_restarted_host_resumes_from_storage() {
     // This provider knows nothing: every operation in flight is queried and submitted again.
     assert_eq!(provider.queries().len() as u64, in_flight);
     assert_eq!(provider.take().len() as u64, in_flight);
-    let after = serde_json::to_value(i.status(&s.run.name).unwrap()).unwrap();
+    let after = serde_json::to_value(i.status(s.run_name().unwrap()).unwrap()).unwrap();
     assert_eq!(before, after);
 }
 
@@ -262,7 +267,7 @@ fn snapshots_bound_the_journal() {
         i.command(&cmd).unwrap();
     }
     i.command(&waverun_core::Command::StartRun {
-        name: s.run.name.clone(),
+        name: s.run_name().unwrap().to_string(),
     })
     .unwrap();
     for _ in 0..5_000 {
@@ -275,10 +280,10 @@ fn snapshots_bound_the_journal() {
     assert_eq!(storage.appends(), 1_100, "every wake is journaled (ABI 4)");
     assert_eq!(storage.snapshot_seq(), Some(1_000));
     assert_eq!(storage.journal_len(), 100);
-    let before = serde_json::to_value(i.status(&s.run.name).unwrap()).unwrap();
+    let before = serde_json::to_value(i.status(s.run_name().unwrap()).unwrap()).unwrap();
     let r = i.recover().unwrap();
     assert_eq!((r.journal_seq, r.replayed), (1_100, 100));
-    let after = serde_json::to_value(i.status(&s.run.name).unwrap()).unwrap();
+    let after = serde_json::to_value(i.status(s.run_name().unwrap()).unwrap()).unwrap();
     assert_eq!(before, after);
     // The explicit snapshot request writes one too.
     i.request(&serde_json::json!({"type": "snapshot"})).unwrap();

@@ -39,7 +39,7 @@ fn strategy_body(s: &Scenario) -> String {
 fn run_body(s: &Scenario) -> String {
     json!({ "properties": {
         "updateStrategyId": "/fleets/default/updateStrategies/rollout",
-        "managedClusterUpdate": s.run.managed_cluster_update,
+        "managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update,
     }})
     .to_string()
 }
@@ -114,7 +114,7 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
         std::thread::sleep(Duration::from_millis(5));
     };
     assert_eq!(approved.len(), 1, "one approval gate");
-    let expected = serde_json::to_value(&simulate(&s).unwrap().run.status).unwrap();
+    let expected = serde_json::to_value(&simulate(&s).unwrap().run.unwrap().status).unwrap();
     assert_eq!(status["status"]["state"], expected["status"]["state"]);
     assert_eq!(member_states(&status), member_states(&expected));
     // The approval is on record, with who approved which gate.
@@ -325,7 +325,7 @@ fn bad_bodies_are_problems_naming_the_field_and_change_nothing() {
         Some(
             &json!({"properties": {
         "updateStrategyId": "/fleets/default/updateStrategies/missing",
-        "managedClusterUpdate": s.run.managed_cluster_update}})
+        "managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update}})
             .to_string(),
         ),
     );
@@ -1039,8 +1039,8 @@ fn bad_input_at_every_endpoint_is_a_problem_naming_the_field_and_changes_nothing
         ("PUT", "/updateStrategies/rollout", big, None, 413, None),
         ("DELETE", "/updateStrategies/rollout", String::new(), Some(("if-match", "\"stale\"")), 412, None),
         ("PUT", "/updateRuns/r1", json!({"properties": {"managedClusterUpdate": {"upgrade": {"type": 5}}}}).to_string(), None, 400, Some("properties.managedClusterUpdate.upgrade.type")),
-        ("PUT", "/updateRuns/r1", json!({"properties": {"managedClusterUpdate": s.run.managed_cluster_update, "colour": 1}}).to_string(), None, 400, Some("properties.colour")),
-        ("PUT", "/updateRuns/r1", json!({"properties": {"updateStrategyId": "/fleets/default/updateStrategies/nope", "managedClusterUpdate": s.run.managed_cluster_update}}).to_string(), None, 404, Some("properties.updateStrategyId")),
+        ("PUT", "/updateRuns/r1", json!({"properties": {"managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update, "colour": 1}}).to_string(), None, 400, Some("properties.colour")),
+        ("PUT", "/updateRuns/r1", json!({"properties": {"updateStrategyId": "/fleets/default/updateStrategies/nope", "managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update}}).to_string(), None, 404, Some("properties.updateStrategyId")),
         ("POST", "/updateRuns/r1/skip", json!({"targets": [{"type": "Bogus", "name": "x"}]}).to_string(), None, 400, Some("targets[0]")),
         ("POST", "/updateRuns/r1/skip", json!({"targets": [], "extra": true}).to_string(), None, 400, Some("extra")),
         ("POST", "/updateRuns/r1/start", String::new(), Some(("if-match", "\"stale\"")), 412, None),

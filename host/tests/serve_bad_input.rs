@@ -36,7 +36,7 @@ fn set_up(d: &Daemon, s: &Scenario) -> Fixture {
     assert_eq!(r.status, 201, "{}", r.body);
     let run = json!({ "properties": {
         "updateStrategyId": "/fleets/default/updateStrategies/rollout",
-        "managedClusterUpdate": s.run.managed_cluster_update,
+        "managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update,
     }})
     .to_string();
     let r = d.call("PUT", "/updateRuns/r1", None, &[], Some(&run));
@@ -168,7 +168,7 @@ fn bodies(op: &str, s: &Scenario) -> Option<(Value, Value, &'static str)> {
             "properties.strategy.stages",
         ),
         "runs_put" => (
-            json!({"properties": {"strategy": changed, "managedClusterUpdate": s.run.managed_cluster_update}}),
+            json!({"properties": {"strategy": changed, "managedClusterUpdate": s.run.as_ref().unwrap().managed_cluster_update}}),
             json!({"properties": {"managedClusterUpdate": {"upgrade": {"type": 5}}}}),
             "properties.managedClusterUpdate.upgrade.type",
         ),

@@ -86,10 +86,10 @@ fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
         Some(&strategy.to_string()),
     );
     assert_eq!(r.status, 201, "{}", r.body);
-    let run_name = scenario.run.name.clone();
+    let run_name = scenario.run_name().unwrap().to_string();
     let run = json!({"properties": {
         "updateStrategyId": "/fleets/default/updateStrategies/rollout",
-        "managedClusterUpdate": scenario.run.managed_cluster_update,
+        "managedClusterUpdate": scenario.run.as_ref().unwrap().managed_cluster_update,
     }});
     let run_path = format!("/updateRuns/{run_name}");
     let r = api.call("PUT", &run_path, None, &[], Some(&run.to_string()));
@@ -158,7 +158,7 @@ fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
     }
     let report = simulate(&scenario).unwrap();
     assert_eq!(report.summary.state, status_state(&status));
-    let expected = serde_json::to_value(&report.run.status).unwrap();
+    let expected = serde_json::to_value(&report.run.as_ref().unwrap().status).unwrap();
     assert_eq!(outcome(&status), outcome(&expected));
     let simulated_starts: Vec<String> = report
         .timeline

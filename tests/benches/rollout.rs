@@ -152,7 +152,7 @@ impl Driver {
         Driver {
             engine,
             fleet: SimulatedFleet::new(sc),
-            run: sc.run.name.clone(),
+            run: sc.run_name().unwrap().to_string(),
             now: sc.start,
             latencies: Vec::with_capacity(4 * sc.members.len()),
             events_per_input: Vec::with_capacity(4 * sc.members.len()),
@@ -444,7 +444,7 @@ fn section_plan(cfg: &Config, shape: Shape) {
     let sc = scenario(shape, Grouping::Selectors);
     let members: Vec<Member> = sc.members.iter().map(|m| m.member()).collect();
     let refs: Vec<&Member> = members.iter().collect();
-    let spec = sc.run_spec();
+    let spec = sc.run_spec().expect("a run");
     let strategy = sc.strategy.clone().expect("strategy");
     let catalog = Catalog::new(sc.catalog());
     let reset = start_rss();
@@ -530,7 +530,7 @@ fn section_gates(cfg: &Config, stages: usize) {
             (0..reps)
                 .map(|_| {
                     let t = Instant::now();
-                    black_box(engine.plan(&sc.run.name).expect("plan"));
+                    black_box(engine.plan(sc.run_name().unwrap()).expect("plan"));
                     t.elapsed()
                 })
                 .collect(),

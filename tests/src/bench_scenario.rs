@@ -85,6 +85,7 @@ pub fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
                 maintenance: Maintenance::default(),
                 long_term_support: false,
                 provider: None,
+                joins_at: None,
                 behavior: Behavior {
                     upgrade_minutes: 30,
                     fail_attempts: 0,
@@ -147,6 +148,7 @@ pub fn gated_stages(stages: usize, gates: usize) -> Scenario {
             maintenance: Maintenance::default(),
             long_term_support: false,
             provider: None,
+            joins_at: None,
             behavior: Behavior {
                 upgrade_minutes: 10,
                 fail_attempts: 0,

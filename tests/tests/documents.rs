@@ -400,7 +400,7 @@ fn control_plane_only_with_a_node_image_selection_is_accepted_and_behaves_as_lat
         );
         let s = Scenario::from_text(&text, Format::Yaml).unwrap();
         s.validate().unwrap();
-        let warnings = waverun_core::validate::run_spec_warnings("run", &s.run_spec());
+        let warnings = waverun_core::validate::run_spec_warnings("run", &s.run_spec().unwrap());
         assert_eq!(warnings.len(), 1);
         assert_eq!(warnings[0].path, "run.managedClusterUpdate.nodeImageSelection.type");
         assert!(warnings[0].message.contains("has no effect on a ControlPlaneOnly upgrade"));

@@ -1795,6 +1795,7 @@ nodeImages:
         version: img("202412.01.0"),
         region: "eastus".into(),
         since: t("00:15"),
+        security_patch: false,
     });
     assert!(h.take().is_empty());
     h.advance_to("00:30");
@@ -1879,6 +1880,7 @@ fn consistent_selection_is_chosen_at_run_start_and_visible_in_status_before_it()
         version: img("202412.01.0"),
         region: "westeurope".into(),
         since: t("00:10"),
+        security_patch: false,
     });
     assert_eq!(selected(&h), [img("202411.20.0")]);
     h.advance_to("00:30");
@@ -1919,6 +1921,7 @@ fn consistent_selection_preview_follows_the_catalog_until_the_run_starts() {
         version: img("202412.01.0"),
         region: "westeurope".into(),
         since: t("00:10"),
+        security_patch: false,
     });
     let st = h.status("r1");
     assert_eq!(
@@ -1967,6 +1970,7 @@ fn consistent_scenario_file_upgrades_both_members_to_the_common_image() {
     assert_eq!(
         report
             .run
+            .unwrap()
             .status
             .node_image_selection
             .map(|s| s.selected_node_image_versions),
@@ -2163,6 +2167,7 @@ fn version_missing_from_the_catalog_waits_without_a_time_until_a_release_is_obse
         version: "1.31.3".into(),
         region: "eastus".into(),
         since: t("02:00"),
+        preview: false,
     });
     assert!(h.take().is_empty());
     assert!(h.take_started().is_empty());
@@ -2172,6 +2177,7 @@ fn version_missing_from_the_catalog_waits_without_a_time_until_a_release_is_obse
         version: "1.31.3".into(),
         region: "westeurope".into(),
         since: t("03:00"),
+        preview: false,
     });
     assert_eq!(h.take(), ["03:00 MemberStarted w1"]);
     assert_eq!(h.take_started(), ["r1/w1"]);
@@ -2470,6 +2476,7 @@ stages:
         version: img("202412.01.0"),
         region: "*".into(),
         since: t("01:10"),
+        security_patch: false,
     });
     h.take();
     h.cmd(Command::CreateRetryRun {
@@ -3629,7 +3636,10 @@ fn simulated_fleet_with_upgrade_minutes_u32_max_never_panics() {
             sim.run_to_end();
             let r = sim.report();
             assert_eq!(r.summary.state, State::Running);
-            assert_eq!(member(&r.run.status, "slow").status.state, State::Running);
+            assert_eq!(
+                member(&r.run.as_ref().unwrap().status, "slow").status.state,
+                State::Running
+            );
         }
         Err(e) => assert_eq!(e.code, ErrorCode::InvalidField, "{e}"),
     }

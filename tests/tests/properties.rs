@@ -674,6 +674,7 @@ fn build(g: &GenScenario) -> Scenario {
                 },
                 long_term_support: false,
                 provider: None,
+                joins_at: None,
                 behavior: Behavior {
                     upgrade_minutes: m.upgrade_minutes,
                     fail_attempts: if g.reliable { 0 } else { m.fail_attempts },
@@ -697,6 +698,7 @@ fn build(g: &GenScenario) -> Scenario {
             kubernetes: vec![Release {
                 version: TARGET.to_string(),
                 available: avail(&r.kubernetes),
+                ..Release::default()
             }],
             node_images: r
                 .images
@@ -705,8 +707,10 @@ fn build(g: &GenScenario) -> Scenario {
                 .map(|(i, times)| Release {
                     version: image(i / 3, i % 3),
                     available: avail(times),
+                    ..Release::default()
                 })
                 .collect(),
+            minors: Vec::new(),
         }
     });
     let upgrade_type = [
@@ -736,6 +740,7 @@ fn build(g: &GenScenario) -> Scenario {
     }
     let run = ScenarioRun {
         name: "r1".to_string(),
+        update_strategy_name: None,
         managed_cluster_update: ManagedClusterUpdate {
             upgrade: Upgrade {
                 upgrade_type,
@@ -787,13 +792,7 @@ fn build(g: &GenScenario) -> Scenario {
     }
     let pick = |v: &Vec<String>, i: usize| v[i % v.len()].clone();
     let mut actions: Vec<Action> = Vec::new();
-    let action = |at: Timestamp, kind: ActionKind| Action {
-        at,
-        kind,
-        gate: None,
-        targets: Vec::new(),
-        by: None,
-    };
+    let action = Action::new;
     if let Some(t) = g.first_start {
         actions.push(action(at(t), ActionKind::Start));
     }
@@ -867,7 +866,9 @@ fn build(g: &GenScenario) -> Scenario {
             })
             .collect(),
         strategy,
-        run,
+        strategies: Vec::new(),
+        profiles: Vec::new(),
+        run: Some(run),
         actions,
     }
 }
@@ -1000,7 +1001,8 @@ fn reference_assignment(
 
 impl Ctx {
     fn new(sc: &Scenario) -> Ctx {
-        let up = &sc.run.managed_cluster_update.upgrade;
+        let own = sc.run.as_ref().expect("a run");
+        let up = &own.managed_cluster_update.upgrade;
         let strategy = sc.strategy.clone().unwrap_or_else(default_strategy);
         let mut stages = Vec::new();
         let mut stage_index = BTreeMap::new();
@@ -1057,9 +1059,9 @@ impl Ctx {
                 )
             })
             .collect();
-        let sel = &sc.run.managed_cluster_update.node_image_selection;
+        let sel = &own.managed_cluster_update.node_image_selection;
         Ctx {
-            run: sc.run.name.clone(),
+            run: sc.run_name().unwrap().to_string(),
             selection: sel.selection_type,
             custom_images: sel
                 .custom_node_image_versions
@@ -1846,9 +1848,15 @@ fn check_event(
                     }
                 }
                 ActionKind::Skip => {}
+                ActionKind::GenerateUpdateRun => {
+                    return Err("generateUpdateRun in a scenario without profiles".to_string())
+                }
             }
         }
-        EventKind::RunCreated | EventKind::RunUpdated | EventKind::RunDeleted => {
+        EventKind::RunCreated
+        | EventKind::RunGenerated
+        | EventKind::RunUpdated
+        | EventKind::RunDeleted => {
             return Err(format!("unexpected {:?} in the timeline", ev.kind()))
         }
     }
@@ -2234,6 +2242,7 @@ fn check_actions(
                 seen.skipped
                     .extend(a.targets.iter().map(|t| (t.clone(), several)));
             }
+            ActionKind::GenerateUpdateRun => {}
         }
     }
     if let Some(extra) = rejected.next() {
@@ -2674,7 +2683,7 @@ proptest! {
     #[test]
     fn snapshot_restore_gives_the_same_future(sc in scenario(), fork in any::<Index>()) {
         prop_assume!(sc.validate().is_ok());
-        let run = sc.run.name.clone();
+        let run = sc.run_name().unwrap().to_string();
         let mut whole = driver(&sc);
         let steps = run_logged_to_end(&mut whole, &run);
         let sim = simulate(&sc).expect("valid");
@@ -2786,6 +2795,8 @@ fn coverage_of_generated_scenarios() {
         let r = sim.report();
         let why = r
             .run
+            .as_ref()
+            .expect("a run")
             .status
             .waiting_on
             .as_ref()

@@ -218,8 +218,11 @@ fn four_failures_within_a_threshold_of_four_still_complete_the_group_and_run() {
     assert_eq!(time(n1.status.completed_time), "2026-12-07T01:30:00Z");
 
     // Run Completed with failureCount 4.
-    assert_eq!(r.run.status.status.state, State::Completed);
-    assert_eq!(r.run.status.failure_count, 4);
+    assert_eq!(
+        r.run.as_ref().unwrap().status.status.state,
+        State::Completed
+    );
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 4);
     assert_eq!(r.summary.state, State::Completed);
     assert_eq!(r.summary.members_failed, 4);
     assert_eq!(r.summary.members_completed, 1);
@@ -261,12 +264,12 @@ fn first_failure_fails_group_stage_and_run_under_the_default_threshold() {
     assert_eq!(one.status.state, State::Failed);
     assert_eq!(one.failure_count, 1);
     assert_eq!(one.max_allowed_failures, 0);
-    assert_eq!(r.run.status.status.state, State::Failed);
-    assert_eq!(r.run.status.failure_count, 1);
+    assert_eq!(r.run.as_ref().unwrap().status.status.state, State::Failed);
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 1);
     for (node, err) in [
         ("group g", &g.status.error),
         ("stage one", &one.status.error),
-        ("run", &r.run.status.status.error),
+        ("run", &r.run.as_ref().unwrap().status.status.error),
     ] {
         assert_eq!(
             err.as_ref().map(|e| e.code.as_str()),
@@ -448,6 +451,8 @@ fn consistent_selection_picks_the_newest_image_in_every_region_before_and_after_
     assert_eq!(r.summary.state, State::Completed);
     assert_eq!(
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .node_image_selection
             .as_ref()
@@ -474,6 +479,8 @@ fn latest_selection_instead_gives_eastus_the_image_only_it_has() {
     let mut scenario = load("node-image-consistent.yaml");
     scenario
         .run
+        .as_mut()
+        .unwrap()
         .managed_cluster_update
         .node_image_selection
         .selection_type = NodeImageSelectionType::Latest;
@@ -493,6 +500,8 @@ fn latest_selection_instead_gives_eastus_the_image_only_it_has() {
     // Latest publishes no run-wide selection.
     assert!(r
         .run
+        .as_ref()
+        .unwrap()
         .status
         .node_image_selection
         .as_ref()
@@ -672,6 +681,8 @@ mod helpers {
 
     pub fn stage<'a>(r: &'a SimulationReport, name: &str) -> &'a StageStatus {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()
@@ -681,6 +692,8 @@ mod helpers {
 
     pub fn group<'a>(r: &'a SimulationReport, name: &str) -> &'a GroupStatus {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()
@@ -691,6 +704,8 @@ mod helpers {
 
     pub fn member<'a>(r: &'a SimulationReport, name: &str) -> &'a MemberStatus {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()
@@ -702,6 +717,8 @@ mod helpers {
 
     pub fn all_members(r: &SimulationReport) -> Vec<String> {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()

@@ -192,7 +192,7 @@ fn group_of_four_allowing_four_completes_although_all_four_fail() {
     // Completed never means "all succeeded".
     assert_eq!(stage(&r, "s").status.state, State::Completed);
     assert_eq!(r.summary.state, State::Completed);
-    assert_eq!(r.run.status.failure_count, 4);
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 4);
     assert_eq!(r.summary.members_completed, 0);
     assert_eq!(r.summary.members_failed, 4);
 }
@@ -316,7 +316,7 @@ fn stage_five_group_a_two_group_b_three_a_fails_on_third_stage_on_sixth_failure(
     for m in ["a-4", "b-4", "b-5"] {
         assert_eq!(member(&r, m).status.state, State::NotStarted, "{m}");
     }
-    assert_eq!(r.run.status.failure_count, 6);
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 6);
     assert_eq!(r.summary.state, State::Failed);
     assert_eq!(time(r.summary.finished_at), "2026-12-07T02:00:00Z");
 }
@@ -418,7 +418,7 @@ fn default_max_allowed_failures_of_zero_fails_fast() {
     assert_eq!(member(&r, "m-3").status.state, State::NotStarted);
     assert_eq!(member(&r, "n-1").status.state, State::NotStarted);
     assert_eq!(stage(&r, "t").status.state, State::NotStarted);
-    assert_eq!(r.run.status.failure_count, 1);
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 1);
     assert_eq!(r.summary.state, State::Failed);
 }
 
@@ -477,12 +477,12 @@ fn in_flight_upgrades_finish_after_a_threshold_is_exceeded() {
     let g = group(&r, "g");
     assert_eq!((g.failure_count, g.max_allowed_failures), (2, 0));
     assert_eq!(stage(&r, "s").failure_count, 2);
-    assert_eq!(r.run.status.failure_count, 2);
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 2);
     assert_eq!(member(&r, "m-3").status.state, State::Completed);
     assert_eq!(member(&r, "m-4").status.state, State::NotStarted);
     assert_eq!(r.summary.state, State::Failed);
     assert_eq!(
-        time(r.run.status.status.completed_time),
+        time(r.run.as_ref().unwrap().status.status.completed_time),
         "2026-12-07T00:50:00Z"
     );
 }
@@ -632,6 +632,8 @@ fn sibling_group_starts_nothing_after_a_group_fails() {
     );
     assert_eq!(
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .status
             .error
@@ -644,7 +646,7 @@ fn sibling_group_starts_nothing_after_a_group_fails() {
     for m in ["a-2", "b-3", "b-4"] {
         assert_eq!(member(&r, m).status.state, State::NotStarted, "{m}");
     }
-    assert_eq!(r.run.status.failure_count, 1);
+    assert_eq!(r.run.as_ref().unwrap().status.failure_count, 1);
     assert_eq!(r.summary.state, State::Failed);
     assert_eq!(time(r.summary.finished_at), "2026-12-07T01:30:00Z");
 }
@@ -1353,7 +1355,13 @@ mod helpers {
 
     /// Every MemberStarted lies inside the member's governing window, if it has one.
     pub fn assert_every_start_inside_its_window(sc: &Scenario, r: &SimulationReport) {
-        let upgrade = sc.run.managed_cluster_update.upgrade.upgrade_type;
+        let upgrade = sc
+            .run
+            .as_ref()
+            .unwrap()
+            .managed_cluster_update
+            .upgrade
+            .upgrade_type;
         for e in events(r, EventKind::MemberStarted) {
             let name = e.member().unwrap();
             let m = sc.members.iter().find(|m| m.name == name).unwrap();
@@ -1369,6 +1377,8 @@ mod helpers {
 
     pub fn stage<'a>(r: &'a SimulationReport, name: &str) -> &'a StageStatus {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()
@@ -1378,6 +1388,8 @@ mod helpers {
 
     pub fn group<'a>(r: &'a SimulationReport, name: &str) -> &'a GroupStatus {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()
@@ -1388,6 +1400,8 @@ mod helpers {
 
     pub fn member<'a>(r: &'a SimulationReport, name: &str) -> &'a MemberStatus {
         r.run
+            .as_ref()
+            .unwrap()
             .status
             .stages
             .iter()

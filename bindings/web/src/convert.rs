@@ -180,12 +180,22 @@ pub fn parse_time(name: &str, text: &str) -> Result<Timestamp, Failure> {
 /// What `waverun validate` checks of a scenario: its own rules, then what only the engine sees
 /// with the whole fleet loaded (a member in two groups).
 pub fn validate_scenario(s: &Scenario) -> Result<(), Error> {
-    plan_scenario(s).map(|_| ())
+    let sim = Simulation::new(s)?;
+    match s.run_name() {
+        Some(run) => sim.engine().plan(run).map(|_| ()),
+        None => Ok(()),
+    }
 }
 
 /// The plan of the scenario's run at the scenario's start (`waverun plan -o json`).
 pub fn plan_scenario(s: &Scenario) -> Result<Plan, Error> {
-    Simulation::new(s)?.engine().plan(&s.run.name)
+    let run = s.run_name().ok_or_else(|| {
+        Error::invalid(vec![waverun_core::FieldError::new(
+            "run",
+            "the scenario has no run of its own to plan (only auto-upgrade profiles)",
+        )])
+    })?;
+    Simulation::new(s)?.engine().plan(run)
 }
 
 #[cfg(test)]

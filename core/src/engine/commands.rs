@@ -33,7 +33,15 @@ impl Engine {
                 .remove(&name)
                 .map(|_| ())
                 .ok_or_else(|| not_found("strategy", &name)),
-            Command::CreateRun { run } => self.create_run(run, None),
+            Command::CreateRun { run } => {
+                if run.auto_upgrade_profile_name.is_some() {
+                    return Err(Error::invalid(vec![crate::error::FieldError::new(
+                        "autoUpgradeProfileName",
+                        "is set by waverun when an auto-upgrade profile generates a run; a run created by hand cannot claim a profile",
+                    )]));
+                }
+                self.create_run(run, None)
+            }
             Command::UpdateRun { run } => self.update_run(run),
             Command::DeleteRun { name } => self.delete_run(&name),
             Command::StartRun { name } => self.start_run(&name),
@@ -63,13 +71,20 @@ impl Engine {
                 self.catalog_changed();
                 Ok(())
             }
+            Command::UpsertProfile { profile } => self.upsert_profile(profile),
+            Command::DeleteProfile { name } => self.delete_profile(&name),
+            Command::GenerateUpdateRun { profile } => self.generate_update_run(&profile),
         }
     }
 
     pub(super) fn upsert_member(&mut self, member: Member) -> Result<(), Error> {
         validate::member(&member)?;
         let name = member.name.clone();
+        let joined = !self.members.contains_key(&name);
         self.members.insert(name.clone(), MemberRecord::new(member));
+        if joined {
+            self.member_joined(&name);
+        }
         // A changed window or region may unblock a waiting member.
         let locs: Vec<MemberLoc> = self
             .runs
@@ -159,6 +174,7 @@ impl Engine {
             member_filter,
             pinned_images: pinned,
             retry_of,
+            generated: None,
             index: RunIndex::default(),
         };
         self.runs.insert(name.clone(), run);
@@ -192,9 +208,17 @@ impl Engine {
                 "a run can be edited only before it starts",
             ));
         }
+        if spec.auto_upgrade_profile_name != run.spec.auto_upgrade_profile_name {
+            return Err(Error::invalid(vec![crate::error::FieldError::new(
+                "autoUpgradeProfileName",
+                "is set by waverun when an auto-upgrade profile generates a run and cannot be changed",
+            )]));
+        }
         let strategy = self.resolve_strategy(&spec)?;
         let run = self.runs.get_mut(&spec.name).expect("checked");
+        let channel = run.target.channel;
         run.target = RunTarget::of(&spec);
+        run.target.channel = channel;
         run.strategy = strategy;
         let name = spec.name.clone();
         run.spec = spec;
@@ -269,6 +293,22 @@ impl Engine {
 
     pub(super) fn start_run(&mut self, name: &str) -> Result<(), Error> {
         let run = self.get_run(name)?;
+        if let Some(g) = &run.generated {
+            // One run per profile at a time (spec section 8).
+            let other = self
+                .runs
+                .iter()
+                .find(|(n, r)| n.as_str() != name && r.generated_by(&g.profile) && r.active());
+            if let Some((other, _)) = other {
+                return Err(Error::new(
+                    ErrorCode::InvalidState,
+                    format!(
+                        "cannot start run \"{name}\": run \"{other}\" of auto-upgrade profile \"{}\" is running; a profile runs one update run at a time",
+                        g.profile
+                    ),
+                ));
+            }
+        }
         match run.node.state {
             State::NotStarted => {}
             State::Stopped | State::Failed => return self.resume_run(name),

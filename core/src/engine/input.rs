@@ -3,8 +3,8 @@
 //! the same JSON every host sends (`bindings/ABI.md`).
 
 use crate::model::{
-    Freeze, GateTiming, Member, NodePool, ReleaseCatalog, SkipTarget, Timestamp, UpdateRunSpec,
-    UpdateStrategy,
+    AutoUpgradeProfile, Freeze, GateTiming, Member, NodePool, ReleaseCatalog, SkipTarget,
+    Timestamp, UpdateRunSpec, UpdateStrategy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +113,26 @@ pub enum Command {
         /// The catalog.
         catalog: ReleaseCatalog,
     },
+    /// Create or replace an auto-upgrade profile. Creating one, or changing its channel,
+    /// `targetKubernetesVersion` or `longTermSupport`, starts nothing: the profile acts on the
+    /// next release that moves its target (or a member joining behind it); `generateUpdateRun`
+    /// acts now. Re-enabling a profile catches up on the releases it missed while disabled.
+    UpsertProfile {
+        /// The profile.
+        profile: AutoUpgradeProfile,
+    },
+    /// Delete an auto-upgrade profile (the runs it generated stay, and go on).
+    DeleteProfile {
+        /// Profile name.
+        name: String,
+    },
+    /// Create (not start) the run for the profile's current target, or nothing when every member
+    /// is at it; the run that exists for that target already is returned as it is
+    /// ([`crate::Engine::generation_preview`] says which, before or after).
+    GenerateUpdateRun {
+        /// Profile name.
+        profile: String,
+    },
 }
 
 /// Which gate: by id, or by position (the first Pending gate there).
@@ -172,6 +192,9 @@ pub enum Observation {
         /// Since when.
         #[serde(deserialize_with = "crate::time::de_timestamp")]
         since: Timestamp,
+        /// A preview release (never targeted by a profile).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        preview: bool,
     },
     /// A node image became (or will become) available in a region.
     NodeImageReleased {
@@ -182,5 +205,8 @@ pub enum Observation {
         /// Since when.
         #[serde(deserialize_with = "crate::time::de_timestamp")]
         since: Timestamp,
+        /// A security-patch image (what the `SecurityPatch` channel rolls out).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        security_patch: bool,
     },
 }

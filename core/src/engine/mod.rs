@@ -21,6 +21,7 @@ mod failures;
 mod gates;
 mod input;
 mod observations;
+mod profiles;
 mod progress;
 mod schedule;
 mod skips;
@@ -35,8 +36,11 @@ use tree::{MemberLoc, MemberRecord, MemberRt, Run, RunIndex};
 use crate::catalog::Catalog;
 use crate::error::{Error, ErrorCode};
 use crate::event::{Event, Fact, Output, Reason, Wakeup};
-use crate::model::{Freeze, Member, ReleaseCatalog, Timestamp, UpdateRunSpec, UpdateStrategy};
+use crate::model::{
+    AutoUpgradeProfile, Freeze, Member, ReleaseCatalog, Timestamp, UpdateRunSpec, UpdateStrategy,
+};
 use crate::plan;
+use crate::profile::{Generation, ProfilePlan, ProfileRt, ProfileStatus};
 use crate::state::{RunStatus, State, StatusError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -57,6 +61,13 @@ pub struct Engine {
     operations: BTreeMap<String, MemberLoc>,
     timers: Timers,
     outputs: VecDeque<Output>,
+    /// Auto-upgrade profiles, by name.
+    #[serde(default)]
+    profiles: BTreeMap<String, ProfileRt>,
+    /// Something a profile follows changed (a release, a member joined, a generated run ended,
+    /// a profile changed): the profiles look again after the input ([`Engine::settle_profiles`]).
+    #[serde(default)]
+    profiles_dirty: bool,
     /// Runs an input touched, in the order touched: what [`Engine::settle`] drives next.
     /// Empty between inputs, so not part of a snapshot.
     #[serde(skip)]
@@ -78,6 +89,8 @@ impl Engine {
             catalog_waiters: BTreeSet::new(),
             operations: BTreeMap::new(),
             timers: Timers::default(),
+            profiles: BTreeMap::new(),
+            profiles_dirty: false,
             touched: Vec::new(),
             outputs: VecDeque::new(),
         }
@@ -133,6 +146,35 @@ impl Engine {
         &self.freezes
     }
 
+    /// An auto-upgrade profile and its status.
+    pub fn profile(&self, name: &str) -> Option<(&AutoUpgradeProfile, &ProfileStatus)> {
+        self.profiles.get(name).map(|p| (&p.spec, &p.status))
+    }
+
+    /// Every auto-upgrade profile with its status, by name.
+    pub fn profiles(&self) -> impl Iterator<Item = (&AutoUpgradeProfile, &ProfileStatus)> {
+        self.profiles.values().map(|p| (&p.spec, &p.status))
+    }
+
+    /// What [`crate::Command::GenerateUpdateRun`] would do for `profile` now: return the run
+    /// that exists for the current target, create a new one (and its name), or nothing. Refused
+    /// for a profile that does not exist or is disabled.
+    pub fn generation_preview(&self, profile: &str) -> Result<Generation, Error> {
+        self.preview_generation(profile)
+    }
+
+    /// What auto-upgrade profile `profile` would generate now, and that run's plan (nothing
+    /// changes). A disabled profile shows what it would generate once enabled.
+    pub fn profile_plan(&self, profile: &str) -> Result<ProfilePlan, Error> {
+        self.plan_profile(profile)
+    }
+
+    /// The profile that generated `run`, and the versions it targets.
+    pub fn run_generated_by(&self, run: &str) -> Option<(&str, &[String])> {
+        let g = self.runs.get(run)?.generated.as_ref()?;
+        Some((g.profile.as_str(), g.versions.as_slice()))
+    }
+
     /// Member leases: member → the run that holds it (one upgrade authority, spec section 9).
     pub fn leases(&self) -> &BTreeMap<String, String> {
         &self.leases
@@ -163,7 +205,15 @@ impl Engine {
     pub fn plan(&self, run: &str) -> Result<plan::Plan, Error> {
         let r = self.get_run(run)?;
         let members = self.run_members(r);
-        plan::plan(&r.spec, &r.strategy, &members, &self.catalog, self.now)
+        let channel = r.target.channel;
+        plan::plan_generated(
+            &r.spec,
+            channel,
+            &r.strategy,
+            &members,
+            &self.catalog,
+            self.now,
+        )
     }
 
     /// The status tree of a run (for a run not started yet: a preview over the current fleet).
@@ -222,6 +272,7 @@ impl Engine {
         while let Some(timer) = self.timers.pop_due(self.now) {
             self.fire(timer);
             self.settle();
+            self.settle_profiles();
         }
         let result = match input {
             Input::Timeout => Ok(()),
@@ -229,7 +280,19 @@ impl Engine {
             Input::Observation(o) => self.handle_observation(o),
         };
         self.settle();
+        self.settle_profiles();
         result
+    }
+
+    /// After the runs settle: while something a profile follows changed, the profiles look
+    /// again (generating, starting or superseding runs) and the runs they touched settle.
+    /// Ends: a profile generates a run only for a target it has not acted on, or once per
+    /// catch-up, so a second look finds nothing new.
+    fn settle_profiles(&mut self) {
+        while std::mem::take(&mut self.profiles_dirty) {
+            self.reconcile_profiles();
+            self.settle();
+        }
     }
 
     /// Shorthand for `handle_input(now, Input::Timeout)`.
@@ -273,6 +336,7 @@ impl Engine {
                 }
                 self.touch(&run);
             }
+            Timer::Release => self.profiles_dirty = true,
         }
     }
 
@@ -281,6 +345,17 @@ impl Engine {
     }
 
     fn emit(&mut self, e: Event) {
+        let ended = matches!(
+            e.fact,
+            Fact::RunCompleted
+                | Fact::RunSkipped
+                | Fact::RunStopped { .. }
+                | Fact::RunFailed { .. }
+        );
+        // A generated run that ends frees its profile for the target that waited on it.
+        if ended && self.runs.get(&e.run).is_some_and(|r| r.generated.is_some()) {
+            self.profiles_dirty = true;
+        }
         self.outputs.push_back(Output::Event(e));
     }
 }

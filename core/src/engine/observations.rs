@@ -43,11 +43,13 @@ impl Engine {
                 version,
                 region,
                 since,
+                preview,
             } => {
                 crate::version::KubeVersion::parse(&version).map_err(|e| {
                     Error::invalid(vec![crate::error::FieldError::new("version", e)])
                 })?;
-                self.catalog.add_kubernetes(&version, &region, since);
+                self.catalog
+                    .add_kubernetes(&version, &region, since, preview);
                 self.catalog_changed();
                 Ok(())
             }
@@ -55,11 +57,13 @@ impl Engine {
                 version,
                 region,
                 since,
+                security_patch,
             } => {
                 crate::version::validate_image_version(&version).map_err(|e| {
                     Error::invalid(vec![crate::error::FieldError::new("version", e)])
                 })?;
-                self.catalog.add_node_image(&version, &region, since);
+                self.catalog
+                    .add_node_image(&version, &region, since, security_patch);
                 self.catalog_changed();
                 Ok(())
             }
@@ -156,6 +160,7 @@ impl Engine {
     }
 
     pub(super) fn catalog_changed(&mut self) {
+        self.profiles_dirty = true;
         let waiters = std::mem::take(&mut self.catalog_waiters);
         for loc in &waiters {
             self.requeue(loc);

@@ -348,6 +348,7 @@ pub(super) fn skip_reason(r: SkipReason) -> Reason {
         SkipReason::AlreadyAtTarget => Reason::AlreadyAtTarget,
         SkipReason::NoConsistentImage => Reason::NoConsistentImage,
         SkipReason::SkippedByUser => Reason::SkippedByUser,
+        SkipReason::MinorVersionSkip => Reason::MinorVersionSkip,
     }
 }
 

@@ -11,10 +11,23 @@ use std::collections::BTreeSet;
 /// What a timer is for.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub(super) enum Timer {
-    Member { loc: MemberLoc, reason: WakeReason },
-    Gate { run: String, gate: GateLoc },
-    StageWait { run: String, stage: u32 },
-    Freeze { run: String },
+    Member {
+        loc: MemberLoc,
+        reason: WakeReason,
+    },
+    Gate {
+        run: String,
+        gate: GateLoc,
+    },
+    StageWait {
+        run: String,
+        stage: u32,
+    },
+    Freeze {
+        run: String,
+    },
+    /// A release reaches the catalog: auto-upgrade profiles look again (fleet-wide: no run).
+    Release,
 }
 
 impl Timer {
@@ -25,14 +38,16 @@ impl Timer {
             Timer::Gate { .. } => WakeReason::ScheduledGate,
             Timer::StageWait { .. } => WakeReason::AfterStageWait,
             Timer::Freeze { .. } => WakeReason::FreezeEnds,
+            Timer::Release => WakeReason::VersionAvailable,
         }
     }
 
-    /// The run it belongs to.
+    /// The run it belongs to (empty for a fleet-wide timer).
     pub(super) fn run(&self) -> &str {
         match self {
             Timer::Member { loc, .. } => &loc.run,
             Timer::Gate { run, .. } | Timer::StageWait { run, .. } | Timer::Freeze { run } => run,
+            Timer::Release => "",
         }
     }
 }

@@ -305,6 +305,9 @@ pub(super) struct Run {
     pub(super) member_filter: Option<BTreeSet<String>>,
     pub(super) pinned_images: bool,
     pub(super) retry_of: Option<String>,
+    /// Set when an auto-upgrade profile generated the run: which, and for which versions.
+    #[serde(default)]
+    pub(super) generated: Option<Generated>,
     /// Lookups by name and gate id; derived from `stages`, so not part of a snapshot
     /// ([`Engine::restore`] rebuilds it).
     #[serde(skip)]
@@ -396,7 +399,20 @@ impl RunIndex {
     }
 }
 
+/// What an auto-upgrade profile generated a run for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Generated {
+    pub(super) profile: String,
+    pub(super) versions: Vec<String>,
+}
+
 impl Run {
+    /// Whether it is a run `profile` generated.
+    pub(super) fn generated_by(&self, profile: &str) -> bool {
+        self.generated
+            .as_ref()
+            .is_some_and(|g| g.profile == profile)
+    }
     pub(super) fn started(&self) -> bool {
         self.node.state != State::NotStarted
     }

@@ -1,12 +1,16 @@
-//! The simulator: a scenario (fleet, releases, freezes, strategy, one run, operator actions) run
-//! through the real engine on a virtual clock, against a simulated fleet that answers every
-//! upgrade after the member's `upgradeMinutes`, failing its first `failAttempts` attempts.
+//! The simulator: a scenario (fleet, releases, freezes, strategies, a run and/or auto-upgrade
+//! profiles, operator actions) run through the real engine on a virtual clock, against a
+//! simulated fleet that answers every upgrade after the member's `upgradeMinutes`, failing its
+//! first `failAttempts` attempts. Runs the profiles generate run on the same clock, and the
+//! report has them all.
 //!
 //! Pure and deterministic like the engine: the same scenario (and seed) gives the same report,
 //! natively and in Wasm. The clock jumps from one instant to the next that matters: the
-//! engine's next wakeup, the next upgrade completion, or the next operator action. At one
-//! instant, upgrade results are delivered first, then operator actions, in file order; the
-//! engine fires its own due timers before each of them.
+//! engine's next wakeup, the next upgrade completion, the next member joining or the next
+//! operator action. At one instant, upgrade results are delivered first, then members join,
+//! then operator actions, in file order; the engine fires its own due timers before each.
+//! A scenario with a run and no profiles ends when its run ended and nothing is in flight; one
+//! with profiles ends when nothing is left to happen (or at `until`).
 
 mod fleet;
 mod report;
@@ -15,7 +19,9 @@ mod text;
 
 pub use fleet::{Fleet, SharedFleet, SimulatedFleet};
 pub use report::{RunReport, SimulationReport, Summary};
-pub use scenario::{implicit_catalog, Action, ActionKind, Behavior, GateRef, Scenario};
+pub use scenario::{
+    implicit_catalog, Action, ActionKind, Behavior, GateRef, NamedStrategy, Scenario,
+};
 pub use scenario::{ScenarioMember, ScenarioRun};
 pub use text::{render_text, timeline_line};
 
@@ -25,7 +31,7 @@ use crate::drive::{deliver, Surroundings};
 use crate::engine::{Command, Engine, GateSelector, Input};
 use crate::error::Error;
 use crate::event::{Event, Fact, HostCommand, Output};
-use crate::model::{GateType, Timestamp};
+use crate::model::{GateType, Member, Timestamp};
 use crate::state::State;
 
 /// Runs a scenario to its end (the run finished and nothing in flight, nothing left to happen,
@@ -45,8 +51,13 @@ pub fn simulate(scenario: &Scenario) -> Result<SimulationReport, Error> {
 pub struct Simulation<E: EngineDriver = Engine, F: Fleet = SimulatedFleet> {
     engine: E,
     world: World<F>,
+    /// The scenario's own run.
+    run: Option<String>,
     actions: Vec<Action>,
     next_action: usize,
+    /// Members that join later, in time order.
+    joins: Vec<(Timestamp, Member)>,
+    next_join: usize,
     until: Timestamp,
     now: Timestamp,
     done: bool,
@@ -59,7 +70,8 @@ pub struct Simulation<E: EngineDriver = Engine, F: Fleet = SimulatedFleet> {
 struct World<F> {
     fleet: F,
     auto_approve: bool,
-    run: String,
+    /// Several runs (profiles): timeline entries keep their run.
+    many_runs: bool,
     timeline: Vec<Event>,
 }
 
@@ -80,7 +92,7 @@ impl<F: Fleet> Surroundings for World<F> {
                 ) = (self.auto_approve, &ev.fact)
                 {
                     answers.push(Input::Command(Command::CompleteGate {
-                        run: self.run.clone(),
+                        run: ev.run.clone(),
                         gate: GateSelector {
                             id: Some(gate_id.clone()),
                             stage: None,
@@ -90,7 +102,9 @@ impl<F: Fleet> Surroundings for World<F> {
                         by: Some("autoApprove".to_string()),
                     }));
                 }
-                ev.run.clear();
+                if !self.many_runs {
+                    ev.run.clear();
+                }
                 self.timeline.push(ev);
             }
             Output::Command(HostCommand::StartUpgrade(op)) => self.fleet.submit(&op, now),
@@ -126,28 +140,20 @@ impl Simulation<Engine> {
         while engine.poll_output().is_some() {}
         let mut actions = Vec::new();
         if start {
-            actions.push(Action {
-                at: now,
-                kind: ActionKind::Start,
-                gate: None,
-                targets: Vec::new(),
-                by: None,
-            });
+            actions.push(Action::new(now, ActionKind::Start));
         }
         if auto_approve {
             if let Ok(status) = engine.run_status(run) {
                 for gate in pending_approvals(&status) {
                     actions.push(Action {
-                        at: now,
-                        kind: ActionKind::Approve,
                         gate: Some(GateRef {
                             stage: None,
                             group: None,
                             timing: None,
                             id: Some(gate),
                         }),
-                        targets: Vec::new(),
                         by: Some("forecast".to_string()),
+                        ..Action::new(now, ActionKind::Approve)
                     });
                 }
             }
@@ -157,11 +163,14 @@ impl Simulation<Engine> {
             world: World {
                 fleet,
                 auto_approve,
-                run: run.to_string(),
+                many_runs: false,
                 timeline: Vec::new(),
             },
+            run: Some(run.to_string()),
             actions,
             next_action: 0,
+            joins: Vec::new(),
+            next_join: 0,
             until,
             now,
             done: false,
@@ -215,16 +224,24 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
                 .handle_input(start, Input::Command(cmd))
                 .map_err(|e| prefix(e, &path))?;
         }
+        let joins = scenario
+            .joins()
+            .into_iter()
+            .map(|(at, i)| (at, scenario.members[i].member()))
+            .collect();
         let mut sim = Simulation {
             engine,
             world: World {
                 fleet,
                 auto_approve: scenario.auto_approve,
-                run: scenario.run.name.clone(),
+                many_runs: !scenario.profiles.is_empty(),
                 timeline: Vec::new(),
             },
+            run: scenario.run_name().map(str::to_string),
             actions: scenario.actions.clone(),
             next_action: 0,
+            joins,
+            next_join: 0,
             until: scenario.horizon(),
             now: start,
             done: false,
@@ -287,14 +304,30 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
             );
             debug_assert!(r.is_ok());
         }
-        // 2. Operator actions due now.
+        // 2. Members joining now.
+        while let Some((at, member)) = self.joins.get(self.next_join) {
+            if *at > now {
+                break;
+            }
+            let member = member.clone();
+            self.next_join += 1;
+            let command = Command::UpsertMember { member };
+            let r = deliver(
+                &mut self.engine,
+                &mut self.world,
+                now,
+                Input::Command(command),
+            );
+            debug_assert!(r.is_ok());
+        }
+        // 3. Operator actions due now.
         while let Some(a) = self.actions.get(self.next_action) {
             if a.at > now {
                 break;
             }
             let a = a.clone();
             self.next_action += 1;
-            let command = a.command(&self.world.run);
+            let command = a.command(self.run.as_deref().unwrap_or_default());
             // What the input's due timers did comes first: it may be why the action is refused.
             let result = deliver(
                 &mut self.engine,
@@ -313,15 +346,21 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
                 self.world.timeline.push(Event::new(now, "", fact));
             }
         }
-        // 3. Engine timers due now.
+        // 4. Engine timers due now.
         let _ = deliver(&mut self.engine, &mut self.world, now, Input::Timeout);
 
-        let finished = self.engine.run_state(&self.world.run).is_some_and(|s| {
-            matches!(
-                s,
-                State::Completed | State::Failed | State::Skipped | State::Stopped
-            )
-        }) && self.world.fleet.idle();
+        // With profiles, runs may still be generated: the simulation goes on while anything is
+        // left to happen.
+        let finished = !self.world.many_runs
+            && self.run.as_deref().is_some_and(|run| {
+                self.engine.run_state(run).is_some_and(|s| {
+                    matches!(
+                        s,
+                        State::Completed | State::Failed | State::Skipped | State::Stopped
+                    )
+                })
+            })
+            && self.world.fleet.idle();
         let actions_left = self.next_action < self.actions.len();
         if finished && !actions_left {
             self.done = true;
@@ -331,6 +370,7 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
             self.engine.next_wakeup(),
             self.world.fleet.next_completion(),
             self.actions.get(self.next_action).map(|a| a.at),
+            self.joins.get(self.next_join).map(|(at, _)| *at),
         ]
         .into_iter()
         .flatten()
@@ -347,46 +387,49 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
         }
     }
 
-    /// The report as it stands.
+    /// The report as it stands: the scenario's run, and with profiles every run (the scenario's
+    /// first, then the generated ones in the order they were generated; superseded ones are
+    /// gone), with the summary over all of them.
     pub fn report(&mut self) -> SimulationReport {
-        let status = self
-            .engine
-            .run_status(&self.world.run)
-            .expect("the scenario's run exists");
-        let (mut c, mut f, mut s, mut p) = (0, 0, 0, 0);
-        for st in &status.stages {
-            for g in &st.groups {
-                for m in &g.members {
-                    match m.status.state {
-                        State::Completed => c += 1,
-                        State::Failed => f += 1,
-                        State::Skipped => s += 1,
-                        _ => p += 1,
+        let mut names: Vec<(String, Option<String>)> = Vec::new();
+        if let Some(run) = &self.run {
+            names.push((run.clone(), None));
+        }
+        if self.world.many_runs {
+            for e in &self.world.timeline {
+                match &e.fact {
+                    Fact::RunGenerated { profile, .. } if !names.iter().any(|n| n.0 == e.run) => {
+                        names.push((e.run.clone(), Some(profile.clone())));
                     }
+                    Fact::RunDeleted => names.retain(|n| n.0 != e.run),
+                    _ => {}
                 }
             }
         }
-        let started = status.status.start_time;
-        let finished = status.status.completed_time;
+        let mut runs = Vec::new();
+        for (name, profile) in names {
+            if let Ok(status) = self.engine.run_status(&name) {
+                runs.push(RunReport {
+                    name,
+                    auto_upgrade_profile_name: profile,
+                    status,
+                });
+            }
+        }
+        let summary = Summary::of(&runs, self.run.as_deref());
+        let run = self
+            .run
+            .as_ref()
+            .and_then(|r| runs.iter().find(|x| &x.name == r).cloned());
         SimulationReport {
             timeline: self.world.timeline.clone(),
-            summary: Summary {
-                state: status.status.state,
-                started_at: started,
-                finished_at: finished,
-                makespan_seconds: match (started, finished) {
-                    (Some(a), Some(b)) => Some((b - a).num_seconds()),
-                    _ => None,
-                },
-                members_completed: c,
-                members_failed: f,
-                members_skipped: s,
-                members_pending: p,
+            run,
+            runs: if self.world.many_runs {
+                runs
+            } else {
+                Vec::new()
             },
-            run: RunReport {
-                name: self.world.run.clone(),
-                status,
-            },
+            summary,
         }
     }
 }

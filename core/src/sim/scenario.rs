@@ -6,8 +6,8 @@ use crate::catalog::ANY_REGION;
 use crate::engine::{Command, GateSelector};
 use crate::error::{Error, Errors};
 use crate::model::{
-    Freeze, GateTiming, Maintenance, ManagedClusterUpdate, Member, NodePool, ProviderRef, Release,
-    ReleaseCatalog, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy,
+    AutoUpgradeProfile, Freeze, GateTiming, Maintenance, ManagedClusterUpdate, Member, NodePool,
+    ProviderRef, Release, ReleaseCatalog, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy,
 };
 use crate::validate;
 use serde::{Deserialize, Serialize};
@@ -50,11 +50,28 @@ pub struct Scenario {
     /// The strategy; absent = every member one by one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<UpdateStrategy>,
-    /// The run.
-    pub run: ScenarioRun,
+    /// Named strategies, for profiles and `run.updateStrategyName`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strategies: Vec<NamedStrategy>,
+    /// Auto-upgrade profiles: each generates and starts runs as releases reach the catalog.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<AutoUpgradeProfile>,
+    /// The scenario's own run; optional when there are profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<ScenarioRun>,
     /// Operator actions in time order; the run starts only when told to.
     #[serde(default)]
     pub actions: Vec<Action>,
+}
+
+/// A stored strategy with its name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamedStrategy {
+    /// Strategy name.
+    pub name: String,
+    /// The strategy.
+    pub strategy: UpdateStrategy,
 }
 
 /// The release calendar of a fleet that gives none: `kubernetes` (a run's target version, if
@@ -67,9 +84,10 @@ pub fn implicit_catalog(
     let everywhere = |v: &str| Release {
         version: v.to_string(),
         available: BTreeMap::from([(ANY_REGION.to_string(), at)]),
+        ..Release::default()
     };
+    let members = members.iter().filter(|m| m.joins_at.is_none());
     let mut images: Vec<&str> = members
-        .iter()
         .flat_map(|m| m.node_pools.iter().map(|p| p.image_version.as_str()))
         .collect();
     images.sort();
@@ -77,6 +95,7 @@ pub fn implicit_catalog(
     ReleaseCatalog {
         kubernetes: kubernetes.map(everywhere).into_iter().collect(),
         node_images: images.into_iter().map(everywhere).collect(),
+        minors: Vec::new(),
     }
 }
 
@@ -111,6 +130,14 @@ pub struct ScenarioMember {
     /// Simulated behaviour.
     #[serde(default)]
     pub behavior: Behavior,
+    /// Extension: the member joins the fleet at this instant (absent: it is there from the
+    /// start). A member that joins behind a profile's target triggers a catch-up run.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de_opt_timestamp"
+    )]
+    pub joins_at: Option<Timestamp>,
 }
 
 impl ScenarioMember {
@@ -163,12 +190,16 @@ impl Default for Behavior {
     }
 }
 
-/// The scenario's run: a name and the upgrade (the strategy is the scenario's).
+/// The scenario's run: a name and the upgrade (the strategy is the scenario's `strategy`, or
+/// one of its named `strategies`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScenarioRun {
     /// Run name.
     pub name: String,
+    /// One of the scenario's named `strategies` (instead of `strategy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy_name: Option<String>,
     /// The upgrade.
     pub managed_cluster_update: ManagedClusterUpdate,
 }
@@ -185,6 +216,8 @@ pub enum ActionKind {
     Approve,
     /// Skip targets.
     Skip,
+    /// `generateUpdateRun` of `profile`: create (not start) the run for its current target.
+    GenerateUpdateRun,
 }
 
 /// A gate position in an action.
@@ -224,13 +257,36 @@ pub struct Action {
     /// Who (recorded on approvals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The run it acts on (default: the scenario's run), e.g. one a profile generated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// For `generateUpdateRun`: the profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl Action {
-    /// The engine command for this action on `run`.
+    /// An action of `kind` at `at` with nothing else set.
+    pub fn new(at: Timestamp, kind: ActionKind) -> Action {
+        Action {
+            at,
+            kind,
+            gate: None,
+            targets: Vec::new(),
+            by: None,
+            run: None,
+            profile: None,
+        }
+    }
+
+    /// The engine command for this action; `run` is the scenario's run (an action's own `run`
+    /// wins).
     pub fn command(&self, run: &str) -> Command {
-        let run = run.to_string();
+        let run = self.run.clone().unwrap_or_else(|| run.to_string());
         match self.kind {
+            ActionKind::GenerateUpdateRun => Command::GenerateUpdateRun {
+                profile: self.profile.clone().unwrap_or_default(),
+            },
             ActionKind::Start => Command::StartRun { name: run },
             ActionKind::Stop => Command::StopRun { name: run },
             ActionKind::Skip => Command::Skip {
@@ -313,6 +369,16 @@ impl Scenario {
                 );
             }
         }
+        for (i, m) in self.members.iter().enumerate() {
+            if let Some(t) = m.joins_at {
+                if t < self.start {
+                    e.push(
+                        format!("members[{i}].joinsAt"),
+                        "is before the scenario's start",
+                    );
+                }
+            }
+        }
         let strategy_valid = match &self.strategy {
             Some(s) => {
                 let before = e.0.len();
@@ -321,24 +387,103 @@ impl Scenario {
             }
             None => true,
         };
-        // The run's own fields; the strategy is the scenario's and was checked above, once.
-        validate::validate_run_spec(
-            "run",
-            &UpdateRunSpec {
-                strategy: None,
-                ..self.run_spec()
-            },
-            &mut e,
-        );
+        let mut strategy_names = BTreeMap::new();
+        for (i, s) in self.strategies.iter().enumerate() {
+            let p = format!("strategies[{i}]");
+            validate::check_name(&format!("{p}.name"), &s.name, &mut e);
+            validate::validate_strategy(&format!("{p}.strategy"), &s.strategy, &mut e);
+            if let Some(prev) = strategy_names.insert(s.name.as_str(), i) {
+                e.push(
+                    format!("{p}.name"),
+                    format!("\"{}\" is already the name of strategies[{prev}]", s.name),
+                );
+            }
+        }
+        let named = |e: &mut Errors, path: String, n: &str| {
+            if !strategy_names.contains_key(n) {
+                e.push(
+                    path,
+                    format!("\"{n}\" is not one of the scenario's named strategies"),
+                );
+            }
+        };
+        let mut profile_names = BTreeMap::new();
+        for (i, pr) in self.profiles.iter().enumerate() {
+            let p = format!("profiles[{i}]");
+            validate::validate_profile(&p, pr, &mut e);
+            if let Some(n) = &pr.update_strategy_name {
+                named(&mut e, format!("{p}.updateStrategyName"), n);
+            }
+            if let Some(prev) = profile_names.insert(pr.name.as_str(), i) {
+                e.push(
+                    format!("{p}.name"),
+                    format!("\"{}\" is already the name of profiles[{prev}]", pr.name),
+                );
+            }
+        }
+        match &self.run {
+            // The run's own fields; the strategy is the scenario's and was checked above, once.
+            Some(run) => {
+                validate::validate_run_spec(
+                    "run",
+                    &UpdateRunSpec {
+                        strategy: None,
+                        ..self.run_spec().expect("a run")
+                    },
+                    &mut e,
+                );
+                if let Some(n) = &run.update_strategy_name {
+                    if self.strategy.is_some() {
+                        e.push(
+                            "run.updateStrategyName",
+                            "the scenario has a `strategy` already: give the run one or the other",
+                        );
+                    }
+                    named(&mut e, "run.updateStrategyName".to_string(), n);
+                }
+            }
+            None if self.profiles.is_empty() => e.push(
+                "run",
+                "is required: a scenario needs a run, auto-upgrade profiles, or both",
+            ),
+            None => {}
+        }
         if let Some(r) = &self.releases {
             for (i, k) in r.kubernetes.iter().enumerate() {
                 if let Err(m) = crate::version::KubeVersion::parse(&k.version) {
                     e.push(format!("releases.kubernetes[{i}].version"), m);
                 }
+                if k.security_patch {
+                    e.push(
+                        format!("releases.kubernetes[{i}].securityPatch"),
+                        "is only for node images",
+                    );
+                }
             }
             for (i, k) in r.node_images.iter().enumerate() {
                 if let Err(m) = crate::version::validate_image_version(&k.version) {
                     e.push(format!("releases.nodeImages[{i}].version"), m);
+                }
+                if k.preview {
+                    e.push(
+                        format!("releases.nodeImages[{i}].preview"),
+                        "is only for Kubernetes versions",
+                    );
+                }
+            }
+            let mut minors = BTreeMap::new();
+            for (i, m) in r.minors.iter().enumerate() {
+                let p = format!("releases.minors[{i}].minor");
+                if validate::parse_minor(&m.minor).is_none() {
+                    e.push(
+                        &p,
+                        format!("\"{}\" is not a minor version of the form x.y", m.minor),
+                    );
+                } else if let Some(prev) = minors.insert(m.minor.as_str(), i) {
+                    e.push(
+                        p,
+                        format!("{} is already listed at minors[{prev}]", m.minor),
+                    );
                 }
             }
         }
@@ -356,13 +501,41 @@ impl Scenario {
                 e.push(format!("freezes[{i}].end"), "must be after start");
             }
         }
-        let strategy = self
-            .strategy
-            .clone()
-            .unwrap_or_else(crate::plan::default_strategy);
+        let strategy = self.run_strategy();
         let targets = ActionTargets::of(&strategy, &names);
         for (i, a) in self.actions.iter().enumerate() {
-            self.validate_action(&format!("actions[{i}]"), i, a, &targets, &mut e);
+            let p = format!("actions[{i}]");
+            if let Some(run) = &a.run {
+                validate::check_name(&format!("{p}.run"), run, &mut e);
+            }
+            match (a.kind, &a.profile) {
+                (ActionKind::GenerateUpdateRun, None) => {
+                    e.push(format!("{p}.profile"), "generateUpdateRun needs a profile")
+                }
+                (ActionKind::GenerateUpdateRun, Some(n))
+                    if !profile_names.contains_key(n.as_str()) =>
+                {
+                    e.push(
+                        format!("{p}.profile"),
+                        format!("\"{n}\" is not one of the scenario's profiles"),
+                    )
+                }
+                (ActionKind::GenerateUpdateRun, Some(_)) => {}
+                (_, Some(_)) => e.push(format!("{p}.profile"), "is only for generateUpdateRun"),
+                (_, None) => {}
+            }
+            let own_run = self.run.as_ref().map(|r| r.name.as_str());
+            let on = a.run.as_deref().or(own_run);
+            if a.kind != ActionKind::GenerateUpdateRun && on.is_none() {
+                e.push(
+                    format!("{p}.run"),
+                    "is required: the scenario has no run of its own, so name the run (e.g. one a profile generates)",
+                );
+            }
+            // Stages, groups and members are checked against the scenario's run; a generated
+            // run's are known only when it exists (a wrong one is an ActionRejected then).
+            let targets = (on == own_run).then_some(&targets);
+            self.validate_action(&p, i, a, targets, &mut e);
         }
         // Only the whole fleet shows a member in two groups; the engine refuses such a run at
         // start, so the scenario is refused here, naming the second group's selector.
@@ -394,7 +567,7 @@ impl Scenario {
         p: &str,
         i: usize,
         a: &Action,
-        targets: &ActionTargets,
+        targets: Option<&ActionTargets>,
         e: &mut Errors,
     ) {
         if i > 0 && a.at < self.actions[i - 1].at {
@@ -412,6 +585,12 @@ impl Scenario {
         if let Some(by) = &a.by {
             validate::check_text(&format!("{p}.by"), by, validate::MAX_TEXT_CHARS, e);
         }
+        let Some(targets) = targets else {
+            if a.kind == ActionKind::Skip && a.targets.is_empty() {
+                e.push(format!("{p}.targets"), "skip needs at least one target");
+            }
+            return;
+        };
         let strategy = targets.strategy;
         let stage_index = |name: &str| targets.stages.get(name).copied();
         let any_group = |name: &str| targets.groups.contains(name);
@@ -511,14 +690,35 @@ impl Scenario {
         }
     }
 
-    /// The run spec the scenario describes.
-    pub fn run_spec(&self) -> UpdateRunSpec {
-        UpdateRunSpec {
-            name: self.run.name.clone(),
+    /// The run spec the scenario describes, if it has a run.
+    pub fn run_spec(&self) -> Option<UpdateRunSpec> {
+        let run = self.run.as_ref()?;
+        Some(UpdateRunSpec {
+            name: run.name.clone(),
             strategy: self.strategy.clone(),
-            update_strategy_name: None,
-            managed_cluster_update: self.run.managed_cluster_update.clone(),
+            update_strategy_name: run.update_strategy_name.clone(),
+            managed_cluster_update: run.managed_cluster_update.clone(),
             auto_upgrade_profile_name: None,
+        })
+    }
+
+    /// The scenario run's name, if it has a run.
+    pub fn run_name(&self) -> Option<&str> {
+        self.run.as_ref().map(|r| r.name.as_str())
+    }
+
+    /// The strategy of the scenario's run: `strategy`, the named one, or every member one by
+    /// one.
+    pub fn run_strategy(&self) -> UpdateStrategy {
+        let named = self
+            .run
+            .as_ref()
+            .and_then(|r| r.update_strategy_name.as_deref())
+            .and_then(|n| self.strategies.iter().find(|s| s.name == n));
+        match (&self.strategy, named) {
+            (Some(s), _) => s.clone(),
+            (None, Some(n)) => n.strategy.clone(),
+            (None, None) => crate::plan::default_strategy(),
         }
     }
 
@@ -528,12 +728,12 @@ impl Scenario {
         if let Some(r) = &self.releases {
             return r.clone();
         }
-        let version = self
-            .run
-            .managed_cluster_update
-            .upgrade
-            .kubernetes_version
-            .as_deref();
+        let version = self.run.as_ref().and_then(|r| {
+            r.managed_cluster_update
+                .upgrade
+                .kubernetes_version
+                .as_deref()
+        });
         implicit_catalog(&self.members, version, self.start)
     }
 
@@ -554,17 +754,44 @@ impl Scenario {
             ),
         ];
         for (i, m) in self.members.iter().enumerate() {
+            if m.joins_at.is_some_and(|t| t > self.start) {
+                continue;
+            }
             out.push((
                 format!("members[{i}]"),
                 Command::UpsertMember { member: m.member() },
             ));
         }
-        out.push((
-            "run".to_string(),
-            Command::CreateRun {
-                run: self.run_spec(),
-            },
-        ));
+        for (i, s) in self.strategies.iter().enumerate() {
+            out.push((
+                format!("strategies[{i}]"),
+                Command::UpsertStrategy {
+                    name: s.name.clone(),
+                    strategy: s.strategy.clone(),
+                },
+            ));
+        }
+        for (i, p) in self.profiles.iter().enumerate() {
+            out.push((
+                format!("profiles[{i}]"),
+                Command::UpsertProfile { profile: p.clone() },
+            ));
+        }
+        if let Some(run) = self.run_spec() {
+            out.push(("run".to_string(), Command::CreateRun { run }));
+        }
+        out
+    }
+
+    /// Members that join after the start, in time order (ties in file order): `(at, index)`.
+    pub fn joins(&self) -> Vec<(Timestamp, usize)> {
+        let mut out: Vec<(Timestamp, usize)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.joins_at.filter(|t| *t > self.start).map(|t| (t, i)))
+            .collect();
+        out.sort();
         out
     }
 }

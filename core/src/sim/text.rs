@@ -1,6 +1,7 @@
-//! The human-readable form of a simulation report: the timeline, the final tree, the summary.
+//! The human-readable form of a simulation report: the timeline, the final tree of each run,
+//! the summary.
 
-use super::report::SimulationReport;
+use super::report::{RunReport, SimulationReport};
 use crate::event::Event;
 use crate::state::{GateStatus, NodeStatus};
 use crate::time::fmt_time;
@@ -10,11 +11,43 @@ use std::fmt::Write;
 pub fn render_text(r: &SimulationReport) -> String {
     let mut out = String::new();
     out.push_str("Timeline\n");
+    // With profiles there are several runs: each line names its run first.
+    let many = !r.runs.is_empty();
     for e in &r.timeline {
-        let _ = writeln!(out, "  {}", timeline_line(e));
+        let _ = writeln!(out, "  {}", render_line(e, many));
     }
-    let s = &r.run.status;
-    let _ = writeln!(out, "\nRun {}: {}", r.run.name, node(&s.status));
+    let runs = r.all_runs();
+    if runs.is_empty() {
+        out.push_str("\nNo run: no release moved a profile's target, and the scenario has no run of its own.\n");
+    }
+    for run in runs {
+        render_run(&mut out, run);
+    }
+    let sm = &r.summary;
+    let _ = writeln!(
+        out,
+        "\nSummary: {:?}; started {}, finished {}, makespan {}; members: {} completed, {} failed, {} skipped, {} pending",
+        sm.state,
+        sm.started_at.map(fmt_time).unwrap_or_else(|| "-".into()),
+        sm.finished_at.map(fmt_time).unwrap_or_else(|| "-".into()),
+        sm.makespan_seconds.map(duration).unwrap_or_else(|| "-".into()),
+        sm.members_completed,
+        sm.members_failed,
+        sm.members_skipped,
+        sm.members_pending
+    );
+    out
+}
+
+/// One run's final tree.
+fn render_run(out: &mut String, run: &RunReport) {
+    let s = &run.status;
+    let by = run
+        .auto_upgrade_profile_name
+        .as_ref()
+        .map(|p| format!(" (profile {p})"))
+        .unwrap_or_default();
+    let _ = writeln!(out, "\nRun {}{by}: {}", run.name, node(&s.status));
     let _ = writeln!(out, "  failures: {}", s.failure_count);
     if let Some(sel) = &s.node_image_selection {
         let _ = writeln!(
@@ -39,7 +72,7 @@ pub fn render_text(r: &SimulationReport) -> String {
         if let Some(w) = &st.waiting_on {
             let _ = writeln!(out, "    waiting on: {}", waiting(w));
         }
-        gates(&mut out, "    ", &st.before_gates);
+        gates(out, "    ", &st.before_gates);
         for g in &st.groups {
             let _ = writeln!(
                 out,
@@ -53,7 +86,7 @@ pub fn render_text(r: &SimulationReport) -> String {
             if let Some(w) = &g.waiting_on {
                 let _ = writeln!(out, "      waiting on: {}", waiting(w));
             }
-            gates(&mut out, "      ", &g.before_gates);
+            gates(out, "      ", &g.before_gates);
             for m in &g.members {
                 let mut plain = m.status.clone();
                 let error = plain.error.take();
@@ -70,9 +103,9 @@ pub fn render_text(r: &SimulationReport) -> String {
                 }
                 let _ = writeln!(out, "{line}");
             }
-            gates(&mut out, "      ", &g.after_gates);
+            gates(out, "      ", &g.after_gates);
         }
-        gates(&mut out, "    ", &st.after_gates);
+        gates(out, "    ", &st.after_gates);
         let w = &st.after_stage_wait_status;
         if w.wait_duration_in_seconds > 0 {
             let _ = writeln!(
@@ -83,26 +116,17 @@ pub fn render_text(r: &SimulationReport) -> String {
             );
         }
     }
-    let sm = &r.summary;
-    let _ = writeln!(
-        out,
-        "\nSummary: {:?}; started {}, finished {}, makespan {}; members: {} completed, {} failed, {} skipped, {} pending",
-        sm.state,
-        sm.started_at.map(fmt_time).unwrap_or_else(|| "-".into()),
-        sm.finished_at.map(fmt_time).unwrap_or_else(|| "-".into()),
-        sm.makespan_seconds.map(duration).unwrap_or_else(|| "-".into()),
-        sm.members_completed,
-        sm.members_failed,
-        sm.members_skipped,
-        sm.members_pending
-    );
-    out
 }
 
 /// One timeline line: time, kind, `stage/group/member`, and what the event says (gate, versions,
 /// reason and until, error, action).
 pub fn timeline_line(e: &Event) -> String {
-    let path: Vec<&str> = [e.stage(), e.group(), e.member()]
+    render_line(e, false)
+}
+
+fn render_line(e: &Event, with_run: bool) -> String {
+    let run = (with_run && !e.run.is_empty()).then_some(e.run.as_str());
+    let path: Vec<&str> = [run, e.stage(), e.group(), e.member()]
         .into_iter()
         .flatten()
         .collect();
@@ -134,6 +158,12 @@ pub fn timeline_line(e: &Event) -> String {
     }
     if let Some(a) = e.action() {
         let _ = write!(line, "  {a}");
+    }
+    if let Some(p) = e.profile() {
+        let _ = write!(line, "  profile {p}: {}", e.versions().join(", "));
+        if let Some(m) = e.message() {
+            let _ = write!(line, " ({m})");
+        }
     }
     line
 }

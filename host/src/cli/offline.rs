@@ -39,7 +39,10 @@ pub(super) fn simulate(
 pub(super) fn validate(file: &Path, output: Format, out: &mut impl Write) -> Result<()> {
     let (result, warnings) = match load_document(file).map_err(anyhow::Error::msg)? {
         Document::Scenario(s) => {
-            let warnings = waverun_core::validate::run_spec_warnings("run", &s.run_spec());
+            let warnings = match s.run_spec() {
+                Some(spec) => waverun_core::validate::run_spec_warnings("run", &spec),
+                None => Vec::new(),
+            };
             (s.validate(), warnings)
         }
         Document::Strategy { strategy, path } => {
@@ -80,7 +83,9 @@ pub(super) fn validate(file: &Path, output: Format, out: &mut impl Write) -> Res
     Ok(())
 }
 
-/// `waverun plan`: the plan of the scenario's run at the scenario's start.
+/// `waverun plan`: the plan of the scenario's run at the scenario's start and, for each
+/// auto-upgrade profile, what it would generate now (JSON: the run's plan with a `profiles`
+/// list beside its fields).
 pub(super) fn plan(file: &Path, output: Format, out: &mut impl Write) -> Result<()> {
     let scenario = load_scenario(file).map_err(anyhow::Error::msg)?;
     scenario.validate()?;
@@ -90,17 +95,42 @@ pub(super) fn plan(file: &Path, output: Format, out: &mut impl Write) -> Result<
             bail!("{path}: {e}");
         }
     }
-    let mut plan = engine.plan(&scenario.run.name)?;
-    // The engine names fields of the run spec; in a scenario file they sit under `run`.
-    for w in &mut plan.warnings {
-        w.path = waverun_core::validate::join("run", &w.path);
-    }
+    let plan = match scenario.run_name() {
+        Some(run) => {
+            let mut plan = engine.plan(run)?;
+            // The engine names fields of the run spec; in a scenario file they sit under `run`.
+            for w in &mut plan.warnings {
+                w.path = waverun_core::validate::join("run", &w.path);
+            }
+            Some(plan)
+        }
+        None => None,
+    };
+    let profiles = scenario
+        .profiles
+        .iter()
+        .map(|p| engine.profile_plan(&p.name))
+        .collect::<Result<Vec<_>, _>>()?;
     match output {
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            let mut doc = match &plan {
+                Some(p) => serde_json::to_value(p)?,
+                None => serde_json::json!({}),
+            };
+            if !profiles.is_empty() {
+                doc["profiles"] = serde_json::to_value(&profiles)?;
+            }
+            serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)?;
         }
-        Format::Text => out.write_all(plan_text::render_text(&plan).as_bytes())?,
+        Format::Text => {
+            if let Some(p) = &plan {
+                out.write_all(plan_text::render_text(p).as_bytes())?;
+            }
+            for p in &profiles {
+                out.write_all(plan_text::render_profile_plan(p).as_bytes())?;
+            }
+        }
     }
     Ok(())
 }

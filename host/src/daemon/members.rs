@@ -339,12 +339,14 @@ pub fn observe_releases(
                             version: rel.version.clone(),
                             region: r.clone(),
                             since,
+                            preview: false,
                         }
                     } else {
                         Observation::NodeImageReleased {
                             version: rel.version.clone(),
                             region: r.clone(),
                             since,
+                            security_patch: false,
                         }
                     };
                     match w.engine().deliver(&observation) {

@@ -339,12 +339,12 @@ pub fn simulate_plugin(
         return Err(SimulateError::Plugin(e));
     }
     // The run exists (the setup created it), so only a plugin failure can make this fail.
-    let status = sim.driver().run_status(&scenario.run.name);
-    if let Err(e) = status {
-        return Err(SimulateError::Plugin(PluginError::Protocol(format!(
-            "status of run {}: {e}",
-            scenario.run.name
-        ))));
+    if let Some(run) = scenario.run_name() {
+        if let Err(e) = sim.driver().run_status(run) {
+            return Err(SimulateError::Plugin(PluginError::Protocol(format!(
+                "status of run {run}: {e}"
+            ))));
+        }
     }
     Ok(sim.report())
 }

@@ -164,10 +164,9 @@ fn simulate(sc: &Scenario) {
     }
     let s = &report.summary;
     let members: usize = report
-        .run
-        .status
-        .stages
+        .all_runs()
         .iter()
+        .flat_map(|r| r.status.stages.iter())
         .flat_map(|st| st.groups.iter())
         .map(|g| g.members.len())
         .sum();
