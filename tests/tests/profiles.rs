@@ -158,7 +158,9 @@ fn rapid_follows_patches_of_the_newest_minor_and_moves_1_30_clusters_to_the_late
     );
     assert_eq!(run_state(&r, "fast-1-31-1"), State::Completed);
     assert_eq!(
-        run_member(&r, "fast-1-31-1", "a").kubernetes_version.as_deref(),
+        run_member(&r, "fast-1-31-1", "a")
+            .kubernetes_version
+            .as_deref(),
         Some("1.31.1")
     );
 }
@@ -196,7 +198,9 @@ fn stable_follows_patches_of_minor_n_minus_1_and_moves_1_29_clusters_to_the_late
         ]
     );
     assert_eq!(
-        run_member(&r, "steady-1-30-3", "a").kubernetes_version.as_deref(),
+        run_member(&r, "steady-1-30-3", "a")
+            .kubernetes_version
+            .as_deref(),
         Some("1.30.3")
     );
 }
@@ -226,7 +230,9 @@ fn stable_on_1_17_7_with_1_17_9_1_18_4_1_18_6_and_1_19_1_available_targets_1_18_
         profile("name: s, channel: Stable")
     ));
     assert_eq!(
-        run_member(&r, "s-1-18-6", "a").kubernetes_version.as_deref(),
+        run_member(&r, "s-1-18-6", "a")
+            .kubernetes_version
+            .as_deref(),
         Some("1.18.6")
     );
 }
@@ -259,7 +265,9 @@ fn target_kubernetes_version_1_30_with_1_30_5_published_generates_a_run_targetin
     assert_eq!(run.status.status.state, State::Completed);
     for m in ["a", "b"] {
         assert_eq!(
-            run_member(&r, "patches-1-30-5", m).kubernetes_version.as_deref(),
+            run_member(&r, "patches-1-30-5", m)
+                .kubernetes_version
+                .as_deref(),
             Some("1.30.5")
         );
     }
@@ -925,7 +933,9 @@ fn a_stopped_member_is_included_in_the_next_generated_run() {
         State::NotStarted
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-6", "c").kubernetes_version.as_deref(),
+        run_member(&r, "patches-1-30-6", "c")
+            .kubernetes_version
+            .as_deref(),
         Some("1.30.6")
     );
     assert_eq!(
@@ -1251,4 +1261,63 @@ fn a_scenario_without_profiles_reports_exactly_one_run_as_before() {
         .collect();
     assert_eq!(keys, ["run", "summary", "timeline"]);
     assert!(r.timeline.iter().all(|e| e.run.is_empty()));
+}
+
+#[test]
+fn the_curated_profile_scenarios_hold_what_their_headers_say() {
+    let load = |f: &str| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/profiles")
+            .join(f);
+        simulate(&waverun_host::load_scenario(&path).unwrap()).unwrap()
+    };
+    let r = load("patches.yaml");
+    assert_eq!(
+        generated(&r),
+        [
+            (
+                "patches-1-30-5".into(),
+                v(&["1.30.5"]),
+                "2026-12-08T00:00:00Z".into()
+            ),
+            (
+                "patches-1-30-6".into(),
+                v(&["1.30.6"]),
+                "2026-12-08T06:30:00Z".into()
+            ),
+        ]
+    );
+    assert_eq!(
+        run_member(&r, "patches-1-30-5", "old-1").status.state,
+        State::Skipped
+    );
+    let wait = r
+        .timeline
+        .iter()
+        .find(|e| e.kind() == EventKind::MemberPending && e.member() == Some("prod-2"))
+        .unwrap();
+    assert_eq!(wait.reason(), Some(Reason::VersionNotInRegion));
+    assert_eq!(wait.until(), Some(t("2026-12-08T06:00:00Z")));
+
+    let r = load("catch-up.yaml");
+    let names: Vec<(String, String)> = generated(&r).into_iter().map(|g| (g.0, g.2)).collect();
+    assert_eq!(
+        names,
+        [
+            ("images-632cf7e9".into(), "2026-12-08T00:00:00Z".into()),
+            ("images-ef79661a".into(), "2026-12-09T00:00:00Z".into()),
+            ("security-b4bc87fa".into(), "2026-12-09T00:00:00Z".into()),
+            ("images-ef79661a-2".into(), "2026-12-10T00:00:00Z".into()),
+            ("security-b4bc87fa-2".into(), "2026-12-10T00:00:00Z".into()),
+        ]
+    );
+    let mixed = run_member(&r, "images-632cf7e9", "mixed-1");
+    assert_eq!(mixed.node_images.len(), 1);
+    assert_eq!(mixed.node_images[0].node_pool, "win");
+    let linux = run_member(&r, "security-b4bc87fa", "linux-1");
+    assert_eq!(linux.node_images.len(), 2, "the snapshot pool moves too");
+    assert_eq!(
+        run_member(&r, "images-ef79661a-2", "late-1").status.state,
+        State::Completed
+    );
 }

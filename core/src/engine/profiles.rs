@@ -297,13 +297,11 @@ impl Engine {
     ) -> Result<String, Error> {
         let start = !matches!(trigger, Trigger::Manual);
         let mut notes = vec![match trigger {
-            Trigger::Release => format!("{} released", target.versions.join(", ")),
-            Trigger::CatchUp => format!(
-                "catch-up: members behind {} after the profile's last run",
-                target.versions.join(", ")
-            ),
-            Trigger::Manual => "generateUpdateRun".to_string(),
-        }];
+            Trigger::Release => "a release moved the target",
+            Trigger::CatchUp => "catch-up: members behind the target after the profile's last run",
+            Trigger::Manual => "generateUpdateRun",
+        }
+        .to_string()];
         // A run generated before and never started: the same target is started as it is;
         // an older one is superseded.
         let unstarted: Vec<(String, bool)> = self

@@ -113,13 +113,18 @@ pub(super) fn plan(file: &Path, output: Format, out: &mut impl Write) -> Result<
         .collect::<Result<Vec<_>, _>>()?;
     match output {
         Format::Json => {
-            let mut doc = match &plan {
-                Some(p) => serde_json::to_value(p)?,
-                None => serde_json::json!({}),
-            };
-            if !profiles.is_empty() {
-                doc["profiles"] = serde_json::to_value(&profiles)?;
+            /// The run's plan (its fields in order) with the profiles' beside them.
+            #[derive(serde::Serialize)]
+            struct Doc<'a> {
+                #[serde(flatten)]
+                plan: Option<&'a waverun_core::plan::Plan>,
+                #[serde(skip_serializing_if = "<[_]>::is_empty")]
+                profiles: &'a [waverun_core::profile::ProfilePlan],
             }
+            let doc = Doc {
+                plan: plan.as_ref(),
+                profiles: &profiles,
+            };
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)?;
         }
