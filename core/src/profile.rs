@@ -304,7 +304,7 @@ pub struct ProfilePlan {
 
 /// What `generateUpdateRun` does (or did) for a profile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "result")]
+#[serde(tag = "result")]
 pub enum Generation {
     /// A run for the current target exists (not started, or running): it is returned.
     Existing {

@@ -402,6 +402,8 @@ struct RequestFields<'a> {
     scenario: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "upgradeMinutes")]
     upgrade_minutes: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    profile: Option<&'a RawValue>,
 }
 
 /// Parses an envelope: a JSON object with `"v": 1`.
@@ -797,6 +799,31 @@ impl<H: HostImports> Guest<H> {
             "leases" => {
                 let leases = self.engine_ref().leases();
                 Ok(serde_json::json!({ "leases": leases }).to_string())
+            }
+            "profiles" => {
+                let engine = self.engine_ref();
+                let profiles: Vec<Value> = engine
+                    .profiles()
+                    .map(|(p, s)| serde_json::json!({ "profile": p, "status": s }))
+                    .collect();
+                let generated: serde_json::Map<String, Value> = engine
+                    .run_names()
+                    .filter_map(|r| {
+                        let (p, v) = engine.run_generated_by(r)?;
+                        Some((r.to_string(), serde_json::json!({ "profile": p, "versions": v })))
+                    })
+                    .collect();
+                Ok(serde_json::json!({ "profiles": profiles, "generatedRuns": generated }).to_string())
+            }
+            "generation" => {
+                let profile = string_field(req.profile, "profile")?;
+                let g = self.engine_ref().generation_preview(&profile)?;
+                Ok(serde_json::to_string(&g).expect("generation serialises"))
+            }
+            "profilePlan" => {
+                let profile = string_field(req.profile, "profile")?;
+                let p = self.engine_ref().profile_plan(&profile)?;
+                Ok(serde_json::to_string(&p).expect("profile plan serialises"))
             }
             "snapshot" => {
                 let (doc, rc) = self.write_snapshot();

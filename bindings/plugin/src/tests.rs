@@ -386,6 +386,69 @@ fn catalog_freezes_and_forecast_requests_read_without_journaling() {
 }
 
 #[test]
+fn profile_requests_show_status_generation_and_plan_and_a_release_generates_a_run_across_a_crash() {
+    let mut p = Guest::new(MemHost::at(START));
+    ok_result(&p.init());
+    let setup = [
+        json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.30.4", "available": {"*": START}},
+                           {"version": "1.30.5", "available": {"*": "2026-12-07T06:00:00Z"}}],
+            "nodeImages": [{"version": "AKSUbuntu-2204gen2containerd-202411.03.0", "available": {"*": START}}]}}),
+        json!({"type": "upsertMember", "member": member("dev-1", "dev")}),
+        json!({"type": "upsertProfile", "profile": {"name": "patches",
+            "channel": "TargetKubernetesVersion", "targetKubernetesVersion": "1.30"}}),
+    ];
+    for c in setup {
+        ok_result(&p.request(&command(c)));
+    }
+    let profiles = ok_result(&p.request(&request(json!({"type": "profiles"}))));
+    assert_eq!(profiles["profiles"][0]["profile"]["name"], "patches");
+    assert_eq!(profiles["generatedRuns"], json!({}));
+    let g = ok_result(&p.request(&request(
+        json!({"type": "generation", "profile": "patches"}),
+    )));
+    assert_eq!(g["result"], "Nothing", "{g}");
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "generation", "profile": "nope"})))),
+        "NotFound"
+    );
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "generation"})))),
+        "BadEnvelope"
+    );
+    // The release time is a wakeup; at 06:00 the run is generated and started.
+    let w = ok_result(&p.request(&request(json!({"type": "nextWakeup"}))));
+    assert_eq!(w["at"], "2026-12-07T06:00:00Z");
+    assert_eq!(w["run"], "");
+    let (mut p, _) = crash(p);
+    p.host_mut().now_ms = ts("2026-12-07T06:00:00Z").timestamp_millis();
+    let woke = ok_result(&p.wake());
+    assert_eq!(
+        kinds(&woke)[..3],
+        ["RunCreated", "RunGenerated", "RunStarted"]
+    );
+    assert_eq!(woke["events"][1]["profile"], "patches");
+    assert_eq!(woke["events"][1]["versions"], json!(["1.30.5"]));
+    let profiles = ok_result(&p.request(&request(json!({"type": "profiles"}))));
+    assert_eq!(
+        profiles["generatedRuns"]["patches-1-30-5"],
+        json!({"profile": "patches", "versions": ["1.30.5"]})
+    );
+    let status = &profiles["profiles"][0]["status"];
+    assert_eq!(status["lastTriggerStatus"], "Succeeded");
+    assert_eq!(status["lastUpdateRunName"], "patches-1-30-5");
+    let g = ok_result(&p.request(&request(
+        json!({"type": "generation", "profile": "patches"}),
+    )));
+    assert_eq!(g, json!({"result": "Existing", "run": "patches-1-30-5"}));
+    let plan = ok_result(&p.request(&request(
+        json!({"type": "profilePlan", "profile": "patches"}),
+    )));
+    assert_eq!(plan["run"], "patches-1-30-5");
+    assert_eq!(plan["plan"]["run"], "patches-1-30-5");
+}
+
+#[test]
 fn simulate_request_is_pure_and_matches_the_native_report() {
     // Answered before `waverun_init`, byte for byte the native report, nothing journaled.
     let mut p = Guest::new(MemHost::at(START));
