@@ -4,7 +4,7 @@
 // an in-memory journal and snapshot, and a simulated fleet that behaves exactly like
 // core/src/sim/fleet.rs; and it runs the simulator loop of core/src/sim/mod.rs
 // (`Simulation::step`) around the plugin, producing the report of `waverun simulate -o json`:
-// `{timeline, run: {name, status}, summary}`.
+// `{timeline, run?: {name, status}, runs?: [{name, autoUpgradeProfileName?, status}], summary}`.
 //
 //   node tests/js/plugin-host.mjs SCENARIO.json [PLUGIN.wasm] [--crash-every N] [--snapshot-every N]
 //
@@ -228,38 +228,87 @@ export function parseScenario(text) {
   return s;
 }
 
-/** `Scenario::catalog`: the scenario's releases, or the implicit catalog. */
+/**
+ * `Scenario::catalog`: the scenario's releases, or the implicit catalog (`implicit_catalog`:
+ * the run's target version, if any, and the node images of the members there from the start).
+ */
 function catalog(s) {
   if (s.releases) return s.releases;
   const everywhere = (version) => ({ version, available: { '*': s.start } });
   const cat = { kubernetes: [], nodeImages: [] };
-  const v = s.run.managedClusterUpdate.upgrade.kubernetesVersion;
+  const v = s.run?.managedClusterUpdate.upgrade.kubernetesVersion;
   if (v !== undefined && v !== null) cat.kubernetes.push(everywhere(v));
-  const images = [...new Set(s.members.flatMap((m) => (m.nodePools ?? []).map((p) => p.imageVersion)))];
+  const present = s.members.filter((m) => m.joinsAt === undefined || m.joinsAt === null);
+  const images = [...new Set(present.flatMap((m) => (m.nodePools ?? []).map((p) => p.imageVersion)))];
   images.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   cat.nodeImages = images.map(everywhere);
   return cat;
 }
 
-/** `Scenario::setup_commands`, with the field path errors belong to. */
+/** `ScenarioMember::member`: the member without its behaviour (nor when it joins). */
+function memberOf(m) {
+  const { behavior: _b, joinsAt: _j, ...member } = m;
+  return member;
+}
+
+/** Whether a member joins after the start (`joins_at > start`), so is not there at setup. */
+function joinsLater(s, m) {
+  return m.joinsAt !== undefined && m.joinsAt !== null && parseTime(m.joinsAt) > parseTime(s.start);
+}
+
+/** `Scenario::run_spec`: the scenario's run as the engine takes it, or null without one. */
+function runSpec(s) {
+  if (!s.run) return null;
+  const run = { name: s.run.name, managedClusterUpdate: s.run.managedClusterUpdate };
+  if (s.strategy) run.strategy = s.strategy;
+  if (s.run.updateStrategyName !== undefined && s.run.updateStrategyName !== null) {
+    run.updateStrategyName = s.run.updateStrategyName;
+  }
+  return run;
+}
+
+/**
+ * `Scenario::setup_commands`, with the field path errors belong to: catalog, freezes, the
+ * members there from the start, named strategies, profiles, then the run (if any).
+ */
 function setupCommands(s) {
   const out = [
     ['releases', { type: 'setCatalog', catalog: catalog(s) }],
     ['freezes', { type: 'setFreezes', freezes: s.freezes ?? [] }],
   ];
   s.members.forEach((m, i) => {
-    const { behavior: _, ...member } = m;
-    out.push([`members[${i}]`, { type: 'upsertMember', member }]);
+    if (joinsLater(s, m)) return;
+    out.push([`members[${i}]`, { type: 'upsertMember', member: memberOf(m) }]);
   });
-  const run = { name: s.run.name, managedClusterUpdate: s.run.managedClusterUpdate };
-  if (s.strategy) run.strategy = s.strategy;
-  out.push(['run', { type: 'createRun', run }]);
+  (s.strategies ?? []).forEach((x, i) => {
+    out.push([`strategies[${i}]`, { type: 'upsertStrategy', name: x.name, strategy: x.strategy }]);
+  });
+  (s.profiles ?? []).forEach((profile, i) => {
+    out.push([`profiles[${i}]`, { type: 'upsertProfile', profile }]);
+  });
+  const run = runSpec(s);
+  if (run) out.push(['run', { type: 'createRun', run }]);
   return out;
 }
 
-/** `Action::command`. */
-function actionCommand(a, run) {
+/**
+ * `Scenario::joins` with `ScenarioMember::member`: members that join after the start, in time
+ * order (ties in file order), as `{atMs, member}`.
+ */
+function joins(s) {
+  return s.members
+    .map((m, i) => ({ m, i }))
+    .filter(({ m }) => joinsLater(s, m))
+    .map(({ m, i }) => ({ atMs: parseTime(m.joinsAt), i, member: memberOf(m) }))
+    .sort((a, b) => a.atMs - b.atMs || a.i - b.i)
+    .map(({ atMs, member }) => ({ atMs, member }));
+}
+
+/** `Action::command`: `run` is the scenario's run (an action's own `run` wins). */
+function actionCommand(a, scenarioRun) {
+  const run = a.run ?? scenarioRun;
   switch (a.do) {
+    case 'generateUpdateRun': return { type: 'generateUpdateRun', profile: a.profile ?? '' };
     case 'start': return { type: 'startRun', name: run };
     case 'stop': return { type: 'stopRun', name: run };
     case 'skip': return { type: 'skip', run, targets: a.targets ?? [] };
@@ -286,6 +335,8 @@ function actionValue(a) {
   if (gate) v.gate = gate;
   if (a.targets?.length) v.targets = a.targets.map(skipTarget);
   if (a.by !== undefined && a.by !== null) v.by = a.by;
+  if (a.run !== undefined && a.run !== null) v.run = a.run;
+  if (a.profile !== undefined && a.profile !== null) v.profile = a.profile;
   return Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : 1)));
 }
 
@@ -301,10 +352,16 @@ export class Simulation {
     this.snapshotEvery = snapshotEvery;
     this.inputs = 0;
     this.restarts = 0;
-    this.run = scenario.run.name;
+    /** The scenario's own run (null without one). */
+    this.run = scenario.run?.name ?? null;
     this.autoApprove = scenario.autoApprove ?? false;
+    /** Several runs (profiles): timeline entries keep their run. */
+    this.manyRuns = (scenario.profiles ?? []).length > 0;
     this.actions = (scenario.actions ?? []).map((a) => ({ ...a, atMs: parseTime(a.at) }));
     this.nextAction = 0;
+    /** Members that join later, in time order. */
+    this.joins = joins(scenario);
+    this.nextJoin = 0;
     const start = parseTime(scenario.start);
     this.until = scenario.until ? parseTime(scenario.until) : start + 366 * DAY;
     this.now = start;
@@ -375,28 +432,42 @@ export class Simulation {
       if (!r.ok) throw new Error(`deliver: ${JSON.stringify(r.error)}`);
       this.drain(Simulation.events(r));
     }
-    // 2. Operator actions due now.
+    // 2. Members joining now.
+    while (this.nextJoin < this.joins.length && this.joins[this.nextJoin].atMs <= now) {
+      const { member } = this.joins[this.nextJoin];
+      this.nextJoin += 1;
+      const r = this.input(() => this.guest.command({ type: 'upsertMember', member }));
+      this.drain(Simulation.events(r));
+      if (!r.ok) throw new Error(`upsertMember ${member.name}: ${JSON.stringify(r.error)}`);
+    }
+    // 3. Operator actions due now.
     while (this.nextAction < this.actions.length && this.actions[this.nextAction].atMs <= now) {
       const a = this.actions[this.nextAction];
       this.nextAction += 1;
-      const r = this.input(() => this.guest.command(actionCommand(a, this.run)));
+      const r = this.input(() => this.guest.command(actionCommand(a, this.run ?? '')));
       // What the input's due timers did comes first: it may be why the action is refused.
       this.drain(Simulation.events(r));
       if (!r.ok) {
+        // With profiles, the entry names the run the action was for (none for generateUpdateRun).
+        const run = this.manyRuns && a.do !== 'generateUpdateRun' ? (a.run ?? this.run ?? '') : '';
         this.timeline.push({
           at: fmtTime(now),
           kind: 'ActionRejected',
+          ...(run ? { run } : {}),
           error: { code: r.error.code, message: r.error.message },
           action: actionValue(a),
         });
       }
     }
-    // 3. Engine timers due now.
+    // 4. Engine timers due now.
     const w = this.input(() => this.guest.wake());
     if (!w.ok) throw new Error(`wake: ${JSON.stringify(w.error)}`);
     this.drain(Simulation.events(w));
 
-    const finished = FINISHED.has(this.runState()) && this.fleet.idle();
+    // With profiles, runs may still be generated: the simulation goes on while anything is
+    // left to happen.
+    const finished = !this.manyRuns && this.run !== null
+      && FINISHED.has(this.runState()) && this.fleet.idle();
     const actionsLeft = this.nextAction < this.actions.length;
     if (finished && !actionsLeft) {
       this.done = true;
@@ -406,6 +477,7 @@ export class Simulation {
       this.guest.nextWakeup(),
       this.fleet.nextCompletion(),
       actionsLeft ? this.actions[this.nextAction].atMs : null,
+      this.nextJoin < this.joins.length ? this.joins[this.nextJoin].atMs : null,
     ].filter((t) => t !== null);
     if (next.length && Math.min(...next) <= this.until) {
       this.now = Math.max(Math.min(...next), now);
@@ -415,24 +487,27 @@ export class Simulation {
     return false;
   }
 
-  /** Events go to the timeline; Approval gates are completed at once with autoApprove. */
+  /**
+   * `World::output` and `drive::answer`: events go to the timeline (keeping their run only with
+   * profiles); Approval gates are completed at once, in the event's own run, with autoApprove.
+   */
   drain(events) {
     for (;;) {
       const approvals = [];
       for (const ev of events) {
         if (ev.kind === 'RunCreated') continue;
         if (this.autoApprove && ev.kind === 'GateCreated' && ev.gateType === 'Approval') {
-          approvals.push(ev.gateId ?? null);
+          approvals.push({ run: ev.run ?? '', id: ev.gateId ?? null });
         }
-        delete ev.run;
+        if (!this.manyRuns) delete ev.run;
         this.timeline.push(ev);
       }
       if (!approvals.length) return;
       events = [];
-      for (const id of approvals) {
+      for (const { run, id } of approvals) {
         const r = this.input(() => this.guest.command({
           type: 'completeGate',
-          run: this.run,
+          run,
           gate: id === null ? {} : { id },
           by: 'autoApprove',
         }));
@@ -447,13 +522,46 @@ export class Simulation {
     return r.result.runs.find((x) => x.name === this.run)?.state;
   }
 
-  /** `{timeline, run: {name, status}, summary}` as `waverun simulate -o json` prints it. */
+  /**
+   * `Simulation::report`: the scenario's run, and with profiles every run (the scenario's
+   * first, then the generated ones in the order they were generated; deleted ones are gone),
+   * with the summary over all of them; as `waverun simulate -o json` prints it.
+   */
   report() {
-    const r = this.guest.status(this.run);
-    if (!r.ok) throw new Error(`status: ${JSON.stringify(r.error)}`);
-    const status = r.result;
-    const n = { Completed: 0, Failed: 0, Skipped: 0, other: 0 };
-    for (const st of status.stages) {
+    const names = []; // [name, profile or null]
+    if (this.run !== null) names.push([this.run, null]);
+    if (this.manyRuns) {
+      for (const e of this.timeline) {
+        if (e.kind === 'RunGenerated' && !names.some(([n]) => n === e.run)) {
+          names.push([e.run, e.profile]);
+        } else if (e.kind === 'RunDeleted') {
+          for (let i = names.length - 1; i >= 0; i -= 1) if (names[i][0] === e.run) names.splice(i, 1);
+        }
+      }
+    }
+    const runs = [];
+    for (const [name, profile] of names) {
+      const r = this.guest.status(name);
+      if (!r.ok) continue;
+      const run = { name };
+      if (profile !== null && profile !== undefined) run.autoUpgradeProfileName = profile;
+      run.status = r.result;
+      runs.push(run);
+    }
+    const out = { timeline: this.timeline };
+    const own = this.run === null ? undefined : runs.find((x) => x.name === this.run);
+    if (own) out.run = own;
+    if (this.manyRuns && runs.length) out.runs = runs;
+    out.summary = summaryOf(runs, this.run);
+    return out;
+  }
+}
+
+/** `Summary::of`: the summary over `runs`; `own` is the scenario's run, whose state is the summary's. */
+function summaryOf(runs, own) {
+  const n = { Completed: 0, Failed: 0, Skipped: 0, other: 0 };
+  for (const r of runs) {
+    for (const st of r.status.stages) {
       for (const g of st.groups) {
         for (const m of g.members) {
           const s = m.status.state;
@@ -462,25 +570,27 @@ export class Simulation {
         }
       }
     }
-    const startedAt = status.status.startTime ?? null;
-    const finishedAt = status.status.completedTime ?? null;
-    return {
-      timeline: this.timeline,
-      run: { name: this.run, status },
-      summary: {
-        state: status.status.state,
-        startedAt,
-        finishedAt,
-        makespanSeconds: startedAt !== null && finishedAt !== null
-          ? Math.trunc((parseTime(finishedAt) - parseTime(startedAt)) / 1000)
-          : null,
-        membersCompleted: n.Completed,
-        membersFailed: n.Failed,
-        membersSkipped: n.Skipped,
-        membersPending: n.other,
-      },
-    };
   }
+  const main = (own !== null && runs.find((r) => r.name === own)) || runs[runs.length - 1];
+  const times = (key) => runs.map((r) => r.status.status[key] ?? null).filter((t) => t !== null);
+  const earliest = (ts) => ts.reduce((a, b) => (parseTime(b) < parseTime(a) ? b : a));
+  const latest = (ts) => ts.reduce((a, b) => (parseTime(b) > parseTime(a) ? b : a));
+  const starts = times('startTime');
+  const ends = times('completedTime');
+  const startedAt = starts.length ? earliest(starts) : null;
+  const finishedAt = ends.length && ends.length === runs.length ? latest(ends) : null;
+  return {
+    state: main ? main.status.status.state : 'NotStarted',
+    startedAt,
+    finishedAt,
+    makespanSeconds: startedAt !== null && finishedAt !== null
+      ? Math.trunc((parseTime(finishedAt) - parseTime(startedAt)) / 1000)
+      : null,
+    membersCompleted: n.Completed,
+    membersFailed: n.Failed,
+    membersSkipped: n.Skipped,
+    membersPending: n.other,
+  };
 }
 
 /** Compiles the plugin module. */

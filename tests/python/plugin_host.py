@@ -4,7 +4,7 @@ It implements every import of bindings/ABI.md (module `waverun_host_v1`) with a 
 in-memory journal and snapshot, and a simulated fleet that behaves exactly like
 core/src/sim/fleet.rs; and it runs the simulator loop of core/src/sim/mod.rs (`Simulation::step`)
 around the plugin, producing the report of `waverun simulate -o json`:
-`{timeline, run: {name, status}, summary}`.
+`{timeline, run?: {name, status}, runs?: [{name, autoUpgradeProfileName?, status}], summary}`.
 
     python tests/python/plugin_host.py SCENARIO.json [PLUGIN.wasm] [--crash-every N] [--snapshot-every N]
 
@@ -231,7 +231,8 @@ class Guest:
 # ---------------------------------------------------------------------------------------- the scenario
 
 def catalog(s):
-    """`Scenario::catalog`: the scenario's releases, or the implicit catalog."""
+    """`Scenario::catalog`: the scenario's releases, or the implicit catalog (`implicit_catalog`:
+    the run's target version, if any, and the node images of the members there from the start)."""
     if s.get("releases") is not None:
         return s["releases"]
 
@@ -239,34 +240,71 @@ def catalog(s):
         return {"version": version, "available": {"*": s["start"]}}
 
     cat = {"kubernetes": [], "nodeImages": []}
-    v = s["run"]["managedClusterUpdate"]["upgrade"].get("kubernetesVersion")
+    v = s["run"]["managedClusterUpdate"]["upgrade"].get("kubernetesVersion") if s.get("run") else None
     if v is not None:
         cat["kubernetes"].append(everywhere(v))
-    images = sorted({p["imageVersion"] for m in s["members"] for p in m.get("nodePools", [])},
+    present = [m for m in s["members"] if m.get("joinsAt") is None]
+    images = sorted({p["imageVersion"] for m in present for p in m.get("nodePools", [])},
                     key=lambda x: x.encode())
     cat["nodeImages"] = [everywhere(i) for i in images]
     return cat
 
 
+def member_of(m):
+    """`ScenarioMember::member`: the member without its behaviour (nor when it joins)."""
+    return {k: v for k, v in m.items() if k not in ("behavior", "joinsAt")}
+
+
+def joins_later(s, m):
+    """Whether a member joins after the start (`joins_at > start`), so is not there at setup."""
+    return m.get("joinsAt") is not None and parse_time(m["joinsAt"]) > parse_time(s["start"])
+
+
+def run_spec(s):
+    """`Scenario::run_spec`: the scenario's run as the engine takes it, or None without one."""
+    if s.get("run") is None:
+        return None
+    run = {"name": s["run"]["name"], "managedClusterUpdate": s["run"]["managedClusterUpdate"]}
+    if s.get("strategy") is not None:
+        run["strategy"] = s["strategy"]
+    if s["run"].get("updateStrategyName") is not None:
+        run["updateStrategyName"] = s["run"]["updateStrategyName"]
+    return run
+
+
 def setup_commands(s):
-    """`Scenario::setup_commands`, with the field path errors belong to."""
+    """`Scenario::setup_commands`, with the field path errors belong to: catalog, freezes, the
+    members there from the start, named strategies, profiles, then the run (if any)."""
     out = [
         ("releases", {"type": "setCatalog", "catalog": catalog(s)}),
         ("freezes", {"type": "setFreezes", "freezes": s.get("freezes", [])}),
     ]
     for i, m in enumerate(s["members"]):
-        member = {k: v for k, v in m.items() if k != "behavior"}
-        out.append((f"members[{i}]", {"type": "upsertMember", "member": member}))
-    run = {"name": s["run"]["name"], "managedClusterUpdate": s["run"]["managedClusterUpdate"]}
-    if s.get("strategy") is not None:
-        run["strategy"] = s["strategy"]
-    out.append(("run", {"type": "createRun", "run": run}))
+        if not joins_later(s, m):
+            out.append((f"members[{i}]", {"type": "upsertMember", "member": member_of(m)}))
+    for i, x in enumerate(s.get("strategies", [])):
+        out.append((f"strategies[{i}]", {"type": "upsertStrategy", "name": x["name"], "strategy": x["strategy"]}))
+    for i, profile in enumerate(s.get("profiles", [])):
+        out.append((f"profiles[{i}]", {"type": "upsertProfile", "profile": profile}))
+    run = run_spec(s)
+    if run is not None:
+        out.append(("run", {"type": "createRun", "run": run}))
     return out
 
 
-def action_command(a, run):
-    """`Action::command`."""
+def joins(s):
+    """`Scenario::joins` with `ScenarioMember::member`: members that join after the start, in
+    time order (ties in file order), as (at ms, member)."""
+    later = sorted((parse_time(m["joinsAt"]), i) for i, m in enumerate(s["members"]) if joins_later(s, m))
+    return [(at, member_of(s["members"][i])) for at, i in later]
+
+
+def action_command(a, scenario_run):
+    """`Action::command`: `scenario_run` is the scenario's run (an action's own `run` wins)."""
     kind = a["do"]
+    run = a["run"] if a.get("run") is not None else scenario_run
+    if kind == "generateUpdateRun":
+        return {"type": "generateUpdateRun", "profile": a.get("profile") or ""}
     if kind == "start":
         return {"type": "startRun", "name": run}
     if kind == "stop":
@@ -296,6 +334,10 @@ def action_value(a):
         v["targets"] = [skip_target(t) for t in a["targets"]]
     if a.get("by") is not None:
         v["by"] = a["by"]
+    if a.get("run") is not None:
+        v["run"] = a["run"]
+    if a.get("profile") is not None:
+        v["profile"] = a["profile"]
     return dict(sorted(v.items()))
 
 
@@ -332,10 +374,13 @@ class Simulation:
         self.crash_every, self.snapshot_every = crash_every, snapshot_every
         self.inputs = 0
         self.restarts = 0
-        self.run = scenario["run"]["name"]
+        self.run = scenario["run"]["name"] if scenario.get("run") else None  # the scenario's own run
         self.auto_approve = scenario.get("autoApprove", False)
+        self.many_runs = bool(scenario.get("profiles"))  # profiles: timeline entries keep their run
         self.actions = [dict(a, atMs=parse_time(a["at"])) for a in scenario.get("actions", [])]
         self.next_action = 0
+        self.joins = joins(scenario)  # members that join later, in time order
+        self.next_join = 0
         start = parse_time(scenario["start"])
         self.until = parse_time(scenario["until"]) if scenario.get("until") else start + 366 * DAY
         self.now = start
@@ -387,33 +432,51 @@ class Simulation:
             if not r["ok"]:
                 raise RuntimeError(f"deliver: {r['error']}")
             self.drain(_events(r))
-        # 2. Operator actions due now.
+        # 2. Members joining now.
+        while self.next_join < len(self.joins) and self.joins[self.next_join][0] <= now:
+            member = self.joins[self.next_join][1]
+            self.next_join += 1
+            r = self.input(lambda: self.guest.command({"type": "upsertMember", "member": member}))
+            self.drain(_events(r))
+            if not r["ok"]:
+                raise RuntimeError(f"upsertMember {member['name']}: {r['error']}")
+        # 3. Operator actions due now.
         while self.next_action < len(self.actions) and self.actions[self.next_action]["atMs"] <= now:
             a = self.actions[self.next_action]
             self.next_action += 1
-            r = self.input(lambda: self.guest.command(action_command(a, self.run)))
+            r = self.input(lambda: self.guest.command(action_command(a, self.run or "")))
             # What the input's due timers did comes first: it may be why the action is refused.
             self.drain(_events(r))
             if not r["ok"]:
-                self.timeline.append({
-                    "at": fmt_time(now),
-                    "kind": "ActionRejected",
-                    "error": {"code": r["error"]["code"], "message": r["error"]["message"]},
-                    "action": action_value(a),
-                })
-        # 3. Engine timers due now.
+                # With profiles, the entry names the run the action was for (none for
+                # generateUpdateRun).
+                run = ""
+                if self.many_runs and a["do"] != "generateUpdateRun":
+                    run = a.get("run") or self.run or ""
+                entry = {"at": fmt_time(now), "kind": "ActionRejected"}
+                if run:
+                    entry["run"] = run
+                entry["error"] = {"code": r["error"]["code"], "message": r["error"]["message"]}
+                entry["action"] = action_value(a)
+                self.timeline.append(entry)
+        # 4. Engine timers due now.
         w = self.input(lambda: self.guest.wake())
         if not w["ok"]:
             raise RuntimeError(f"wake: {w['error']}")
         self.drain(_events(w))
 
-        finished = self.run_state() in FINISHED and self.fleet.idle()
+        # With profiles, runs may still be generated: the simulation goes on while anything is
+        # left to happen.
+        finished = (not self.many_runs and self.run is not None
+                    and self.run_state() in FINISHED and self.fleet.idle())
         actions_left = self.next_action < len(self.actions)
         if finished and not actions_left:
             self.done = True
             return False
         nxt = [t for t in (self.guest.next_wakeup(), self.fleet.next_completion(),
-                           self.actions[self.next_action]["atMs"] if actions_left else None) if t is not None]
+                           self.actions[self.next_action]["atMs"] if actions_left else None,
+                           self.joins[self.next_join][0] if self.next_join < len(self.joins) else None)
+               if t is not None]
         if nxt and min(nxt) <= self.until:
             self.now = max(min(nxt), now)
             return True
@@ -421,21 +484,24 @@ class Simulation:
         return False
 
     def drain(self, events):
-        """Events go to the timeline; Approval gates are completed at once with autoApprove."""
+        """`World::output` and `drive::answer`: events go to the timeline (keeping their run only
+        with profiles); Approval gates are completed at once, in the event's own run, with
+        autoApprove."""
         while True:
             approvals = []
             for ev in events:
                 if ev["kind"] == "RunCreated":
                     continue
                 if self.auto_approve and ev["kind"] == "GateCreated" and ev.get("gateType") == "Approval":
-                    approvals.append(ev.get("gateId"))
-                ev.pop("run", None)
+                    approvals.append((ev.get("run", ""), ev.get("gateId")))
+                if not self.many_runs:
+                    ev.pop("run", None)
                 self.timeline.append(ev)
             if not approvals:
                 return
             events = []
-            for gate_id in approvals:
-                cmd = {"type": "completeGate", "run": self.run,
+            for run, gate_id in approvals:
+                cmd = {"type": "completeGate", "run": run,
                        "gate": {} if gate_id is None else {"id": gate_id}, "by": "autoApprove"}
                 events.extend(_events(self.input(lambda: self.guest.command(cmd))))
 
@@ -446,37 +512,70 @@ class Simulation:
         return next((x["state"] for x in r["result"]["runs"] if x["name"] == self.run), None)
 
     def report(self):
-        """`{timeline, run: {name, status}, summary}` as `waverun simulate -o json` prints it."""
-        r = self.guest.status(self.run)
-        if not r["ok"]:
-            raise RuntimeError(f"status: {r['error']}")
-        status = r["result"]
-        n = {"Completed": 0, "Failed": 0, "Skipped": 0, "other": 0}
-        for st in status["stages"]:
+        """`Simulation::report`: the scenario's run, and with profiles every run (the scenario's
+        first, then the generated ones in the order they were generated; deleted ones are gone),
+        with the summary over all of them; as `waverun simulate -o json` prints it."""
+        names = []  # (name, profile or None)
+        if self.run is not None:
+            names.append((self.run, None))
+        if self.many_runs:
+            for e in self.timeline:
+                if e["kind"] == "RunGenerated" and not any(n == e["run"] for n, _ in names):
+                    names.append((e["run"], e.get("profile")))
+                elif e["kind"] == "RunDeleted":
+                    names = [x for x in names if x[0] != e["run"]]
+        runs = []
+        for name, profile in names:
+            r = self.guest.status(name)
+            if not r["ok"]:
+                continue
+            run = {"name": name}
+            if profile is not None:
+                run["autoUpgradeProfileName"] = profile
+            run["status"] = r["result"]
+            runs.append(run)
+        out = {"timeline": self.timeline}
+        own = next((x for x in runs if x["name"] == self.run), None) if self.run is not None else None
+        if own is not None:
+            out["run"] = own
+        if self.many_runs and runs:
+            out["runs"] = runs
+        out["summary"] = summary_of(runs, self.run)
+        return out
+
+
+def summary_of(runs, own):
+    """`Summary::of`: the summary over `runs`; `own` is the scenario's run, whose state is the summary's."""
+    n = {"Completed": 0, "Failed": 0, "Skipped": 0, "other": 0}
+    for r in runs:
+        for st in r["status"]["stages"]:
             for g in st["groups"]:
                 for m in g["members"]:
                     s = m["status"]["state"]
                     n[s if s in ("Completed", "Failed", "Skipped") else "other"] += 1
-        started = status["status"].get("startTime")
-        finished = status["status"].get("completedTime")
-        makespan = None
-        if started is not None and finished is not None:
-            d = parse_time(finished) - parse_time(started)
-            makespan = int(d / 1000)  # truncation toward zero, like chrono's num_seconds
-        return {
-            "timeline": self.timeline,
-            "run": {"name": self.run, "status": status},
-            "summary": {
-                "state": status["status"]["state"],
-                "startedAt": started,
-                "finishedAt": finished,
-                "makespanSeconds": makespan,
-                "membersCompleted": n["Completed"],
-                "membersFailed": n["Failed"],
-                "membersSkipped": n["Skipped"],
-                "membersPending": n["other"],
-            },
-        }
+    main = next((r for r in runs if r["name"] == own), None) if own is not None else None
+    if main is None and runs:
+        main = runs[-1]
+    starts = [r["status"]["status"]["startTime"] for r in runs
+              if r["status"]["status"].get("startTime") is not None]
+    ends = [r["status"]["status"]["completedTime"] for r in runs
+            if r["status"]["status"].get("completedTime") is not None]
+    started = min(starts, key=parse_time) if starts else None
+    finished = max(ends, key=parse_time) if ends and len(ends) == len(runs) else None
+    makespan = None
+    if started is not None and finished is not None:
+        d = parse_time(finished) - parse_time(started)
+        makespan = int(d / 1000)  # truncation toward zero, like chrono's num_seconds
+    return {
+        "state": main["status"]["status"]["state"] if main is not None else "NotStarted",
+        "startedAt": started,
+        "finishedAt": finished,
+        "makespanSeconds": makespan,
+        "membersCompleted": n["Completed"],
+        "membersFailed": n["Failed"],
+        "membersSkipped": n["Skipped"],
+        "membersPending": n["other"],
+    }
 
 
 def load_module(path=DEFAULT_WASM, engine=None):

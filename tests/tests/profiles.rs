@@ -1320,4 +1320,51 @@ fn the_curated_profile_scenarios_hold_what_their_headers_say() {
         run_member(&r, "images-ef79661a-2", "late-1").status.state,
         State::Completed
     );
+
+    let r = load("actions.yaml");
+    let rejected: Vec<(&str, &str)> = r
+        .timeline
+        .iter()
+        .filter(|e| e.kind() == EventKind::ActionRejected)
+        .map(|e| (e.run.as_str(), e.error().unwrap().code.as_str()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            ("nope", "NotFound"),
+            ("", "InvalidState"),
+            ("r1", "InvalidState"),
+            ("patches-1-30-6", "InvalidState")
+        ]
+    );
+    let names: Vec<(String, String)> = generated(&r).into_iter().map(|g| (g.0, g.2)).collect();
+    assert_eq!(
+        names,
+        [
+            ("patches-1-30-5".into(), "2026-12-08T00:00:00Z".into()),
+            ("patches-1-30-6".into(), "2026-12-08T01:10:00Z".into()),
+        ]
+    );
+    for m in ["late-0", "late-1"] {
+        assert_eq!(
+            run_member(&r, "patches-1-30-6", m).status.state,
+            State::Completed
+        );
+    }
+}
+
+#[test]
+fn with_profiles_a_rejected_action_names_the_run_it_was_for() {
+    let r = sim(&patches_fleet(
+        "",
+        "actions:\n  - {at: 2026-12-07T01:00:00Z, do: start, run: ghost}\n  - {at: 2026-12-07T01:00:00Z, do: generateUpdateRun, profile: patches}\n",
+    ));
+    let rejected: Vec<&str> = r
+        .timeline
+        .iter()
+        .filter(|e| e.kind() == EventKind::ActionRejected)
+        .map(|e| e.run.as_str())
+        .collect();
+    // generateUpdateRun with nothing behind is not refused: it generates nothing.
+    assert_eq!(rejected, ["ghost"]);
 }

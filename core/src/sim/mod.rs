@@ -343,7 +343,12 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
                         message: e.message.clone(),
                     },
                 };
-                self.world.timeline.push(Event::new(now, "", fact));
+                // With profiles, the entry names the run the action was for.
+                let run = match (self.world.many_runs, a.kind) {
+                    (true, ActionKind::GenerateUpdateRun) | (false, _) => "",
+                    (true, _) => a.run.as_deref().or(self.run.as_deref()).unwrap_or_default(),
+                };
+                self.world.timeline.push(Event::new(now, run, fact));
             }
         }
         // 4. Engine timers due now.
