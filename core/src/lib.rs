@@ -81,7 +81,10 @@
 //!
 //! ## Time
 //! Time is a value: every input carries `now` (a UTC [`Timestamp`]). Before handling an input
-//! the engine fires every timer due at `now`, so an input always meets an up-to-date engine.
+//! the engine fires every timer due at `now`, so an input always meets an up-to-date engine;
+//! each fires at its own instant, in time order (a host that wakes a little late — a daemon
+//! whose clock runs thousands of times real time — still decides, and stamps its events, as of
+//! the instant the engine asked for).
 //! Time never goes backwards: an older `now` counts as the engine's current time. Timers are a
 //! small ordered table (member unblocks at a window opening or a release date, scheduled gates,
 //! after-stage waits, freeze ends); waking early or twice is harmless because every timer

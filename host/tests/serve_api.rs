@@ -774,7 +774,7 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         }
     }
     assert_eq!(
-        operations, 35,
+        operations, 40,
         "the spec's paths, waverun's own and the fleet's"
     );
     // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
@@ -888,9 +888,9 @@ fn least_role(operation_id: &str) -> Role {
     match operation_id {
         "members_put" | "members_patch" | "members_delete" | "strategies_put"
         | "strategies_delete" | "runs_put" | "runs_delete" | "runs_start" | "runs_stop"
-        | "runs_skip" | "runs_retry" => Role::Operator,
+        | "runs_skip" | "runs_retry" | "profiles_generate" => Role::Operator,
         "gates_patch" | "gates_approve" => Role::Approver,
-        "freezes_put" => Role::Admin,
+        "freezes_put" | "profiles_put" | "profiles_delete" => Role::Admin,
         _ => Role::Viewer,
     }
 }
@@ -960,7 +960,7 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
     assert_eq!(
         cells,
-        32 * 4,
+        37 * 4,
         "every operation but the three public ones, by four roles"
     );
     // Refused mutations are in the audit log too: who (as far as known) and the outcome.

@@ -815,6 +815,17 @@ impl<H: HostImports> Guest<H> {
                     .collect();
                 Ok(serde_json::json!({ "profiles": profiles, "generatedRuns": generated }).to_string())
             }
+            "runSpec" => {
+                let run = string_field(req.run, "run")?;
+                let engine = self.engine_ref();
+                let spec = engine.run_spec(&run).ok_or_else(|| {
+                    waverun_core::Error::new(
+                        waverun_core::ErrorCode::NotFound,
+                        format!("run \"{run}\" does not exist"),
+                    )
+                })?;
+                Ok(serde_json::to_string(spec).expect("run spec serialises"))
+            }
             "generation" => {
                 let profile = string_field(req.profile, "profile")?;
                 let g = self.engine_ref().generation_preview(&profile)?;

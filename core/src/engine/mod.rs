@@ -266,14 +266,16 @@ impl Engine {
     /// engine's current time. Due timers fire first, so the input sees an up-to-date engine.
     /// A refused command returns the error and changes nothing.
     pub fn handle_input(&mut self, now: Timestamp, input: Input) -> Result<(), Error> {
-        if now > self.now {
-            self.now = now;
-        }
-        while let Some(timer) = self.timers.pop_due(self.now) {
+        let now = now.max(self.now);
+        // Each due timer fires at its own instant (a host that wakes late still decides as of
+        // the instant asked for), in time order; then the clock is the input's.
+        while let Some((at, timer)) = self.timers.pop_due(now) {
+            self.now = at.max(self.now);
             self.fire(timer);
             self.settle();
             self.settle_profiles();
         }
+        self.now = now;
         let result = match input {
             Input::Timeout => Ok(()),
             Input::Command(c) => self.handle_command(c),

@@ -64,12 +64,12 @@ impl Timers {
         self.0.insert((at, timer));
     }
 
-    /// The first timer due at or before `now`, taken out of the table.
-    pub(super) fn pop_due(&mut self, now: Timestamp) -> Option<Timer> {
+    /// The first timer due at or before `now`, with its instant, taken out of the table.
+    pub(super) fn pop_due(&mut self, now: Timestamp) -> Option<(Timestamp, Timer)> {
         if self.0.first()?.0 > now {
             return None;
         }
-        self.0.pop_first().map(|(_, t)| t)
+        self.0.pop_first()
     }
 
     /// The next wakeup.

@@ -13,6 +13,7 @@ mod gates;
 mod members;
 mod openapi;
 mod problem;
+mod profiles;
 mod runs;
 mod strategies;
 
@@ -564,6 +565,17 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/updateRuns/{name}/retry", post(runs::retry_run))
         .route("/updateRuns/{name}/plan", get(runs::plan))
         .route("/updateRuns/{name}/forecast", get(runs::forecast))
+        .route("/autoUpgradeProfiles", get(profiles::list))
+        .route(
+            "/autoUpgradeProfiles/{name}",
+            get(profiles::show)
+                .put(profiles::put)
+                .delete(profiles::delete),
+        )
+        .route(
+            "/autoUpgradeProfiles/{name}/generateUpdateRun",
+            post(profiles::generate),
+        )
         .route("/freezes", get(fleet::freezes).put(fleet::put_freezes))
         .route("/releases", get(fleet::releases))
         .route("/simulate", post(fleet::simulate))

@@ -16,6 +16,8 @@ use utoipa::openapi::{
     PathsBuilder, Ref, RefOr, Required, ResponseBuilder,
 };
 use utoipa::ToSchema;
+use waverun_core::model::AutoUpgradeNodeImageSelection;
+use waverun_core::profile::ProfileStatus;
 use waverun_core::state::RunStatus;
 use waverun_core::UpdateStrategy;
 use waverun_core::{Freeze, Maintenance, ManagedClusterUpdate, NodePool, ReleaseCatalog};
@@ -72,6 +74,48 @@ struct UpdateRunProperties {
     /// upgraded mid-run adds one): absent before the run has started.
     #[serde(default)]
     engine_modules: Option<Vec<EngineModule>>,
+    /// The auto-upgrade profile that generated the run (read-only).
+    #[serde(default)]
+    auto_upgrade_profile_id: Option<String>,
+}
+
+/// An auto-upgrade profile's properties, as written, with the engine's status.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct AutoUpgradeProfileProperties {
+    /// `Rapid`, `Stable`, `TargetKubernetesVersion`, `NodeImage` or `SecurityPatch`.
+    channel: String,
+    #[serde(default)]
+    update_strategy_id: Option<String>,
+    #[serde(default)]
+    node_image_selection: Option<AutoUpgradeNodeImageSelection>,
+    disabled: bool,
+    #[serde(default)]
+    target_kubernetes_version: Option<String>,
+    long_term_support: bool,
+    provisioning_state: String,
+    /// Azure's `lastTrigger*` fields, plus waverun's `lastUpdateRunName` and `nextTarget`.
+    auto_upgrade_profile_status: ProfileStatus,
+}
+
+/// An auto-upgrade profile.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct AutoUpgradeProfileResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    system_data: SystemData,
+    properties: AutoUpgradeProfileProperties,
+    e_tag: String,
+}
+
+/// `generateUpdateRun`'s answer: the run's id (and name).
+#[derive(Serialize, ToSchema)]
+struct GenerateResponse {
+    id: String,
+    name: String,
 }
 
 /// An engine module that executed a run.
@@ -263,6 +307,11 @@ list!(
     "A page of update strategies."
 );
 list!(UpdateRunList, UpdateRunResource, "A page of update runs.");
+list!(
+    AutoUpgradeProfileList,
+    AutoUpgradeProfileResource,
+    "A page of auto-upgrade profiles."
+);
 list!(MemberList, MemberResource, "A page of members.");
 list!(GateList, GateResource, "A page of gates.");
 list!(AuditList, AuditEntry, "A page of the audit log.");
@@ -332,6 +381,28 @@ struct UpdateRunPutProperties {
     managed_cluster_update: ManagedClusterUpdate,
 }
 
+/// `PUT /autoUpgradeProfiles/{name}`'s properties.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AutoUpgradeProfilePutProperties {
+    /// `Rapid`, `Stable`, `TargetKubernetesVersion`, `NodeImage` or `SecurityPatch`.
+    channel: String,
+    /// `/fleets/{fleet}/updateStrategies/{name}`; without one, members one by one.
+    #[serde(default)]
+    update_strategy_id: Option<String>,
+    /// `Latest` (default) or `Consistent`.
+    #[serde(default)]
+    node_image_selection: Option<AutoUpgradeNodeImageSelection>,
+    #[serde(default)]
+    disabled: Option<bool>,
+    /// `"x.y"`: only (and required) with `TargetKubernetesVersion`.
+    #[serde(default)]
+    target_kubernetes_version: Option<String>,
+    /// Only with `TargetKubernetesVersion`.
+    #[serde(default)]
+    long_term_support: Option<bool>,
+}
+
 /// `PUT|PATCH /members/{name}`'s properties (a PATCH changes only those given).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -360,6 +431,11 @@ put_body!(
     UpdateRunPut,
     UpdateRunPutProperties,
     "An update run to create, or change before it starts."
+);
+put_body!(
+    AutoUpgradeProfilePut,
+    AutoUpgradeProfilePutProperties,
+    "An auto-upgrade profile to store."
 );
 put_body!(
     MemberPut,
@@ -521,6 +597,11 @@ fn operations() -> Vec<Op> {
         op(Post, "/updateRuns/{name}/retry", "runs_retry", "Create a retry run over the failed, skipped and pending members of a finished run", "operator", name, Some("RetryBody"), ("201", "UpdateRunResource", JSON)),
         op(Get, "/updateRuns/{name}/plan", "runs_plan", "The run's plan: members per stage and group, resolved limits, gates", "viewer", name, None, ("200", "Object", JSON)),
         op(Get, "/updateRuns/{name}/forecast", "runs_forecast", "When the run is expected to finish, per member, group and stage", "viewer", name, None, ("200", "Object", JSON)),
+        op(Get, "/autoUpgradeProfiles", "profiles_list", "List auto-upgrade profiles", "viewer", page, None, ("200", "AutoUpgradeProfileList", JSON)),
+        op(Get, "/autoUpgradeProfiles/{name}", "profiles_show", "Show an auto-upgrade profile with its status", "viewer", name, None, ("200", "AutoUpgradeProfileResource", JSON)),
+        op(Put, "/autoUpgradeProfiles/{name}", "profiles_put", "Create or replace an auto-upgrade profile", "admin", name, Some("AutoUpgradeProfilePut"), ("200", "AutoUpgradeProfileResource", JSON)),
+        op(Delete, "/autoUpgradeProfiles/{name}", "profiles_delete", "Delete an auto-upgrade profile (its runs stay)", "admin", name, None, ("204", "", "")),
+        op(Post, "/autoUpgradeProfiles/{name}/generateUpdateRun", "profiles_generate", "Create (not start) the run for the profile's current target; 204 when there is nothing to generate", "operator", name, Some("EmptyBody"), ("200", "GenerateResponse", JSON)),
         op(Get, "/gates", "gates_list", "List gates ($filter=state eq Pending, run=NAME)", "viewer", &["fleet", "$filter", "run", "$top", "$skipToken"], None, ("200", "GateList", JSON)),
         op(Get, "/gates/{name}", "gates_show", "Show a gate", "viewer", name, None, ("200", "GateResource", JSON)),
         op(Patch, "/gates/{name}", "gates_patch", "Complete a gate ({\"properties\":{\"state\":\"Completed\"}})", "approver", name, Some("GatePatch"), ("200", "GateResource", JSON)),
@@ -686,12 +767,19 @@ pub fn document(fleet: &str) -> OpenApi {
         }
         b = b.parameter(parameter("x-request-id", fleet));
         if let Some(body) = o.body {
-            let required =
-                if ["runs_retry", "runs_start", "runs_stop", "gates_approve"].contains(&o.id) {
-                    Required::False
-                } else {
-                    Required::True
-                };
+            let required = if [
+                "runs_retry",
+                "runs_start",
+                "runs_stop",
+                "gates_approve",
+                "profiles_generate",
+            ]
+            .contains(&o.id)
+            {
+                Required::False
+            } else {
+                Required::True
+            };
             b = b.request_body(Some(
                 RequestBodyBuilder::new()
                     .required(Some(required))
@@ -709,6 +797,7 @@ pub fn document(fleet: &str) -> OpenApi {
             "UpdateStrategyResource",
             "UpdateRunResource",
             "GateResource",
+            "AutoUpgradeProfileResource",
             "Freezes",
         ]
         .contains(&schema);
@@ -746,6 +835,13 @@ pub fn document(fleet: &str) -> OpenApi {
         b = b.response(status, success("Success"));
         if o.method == HttpMethod::Put {
             b = b.response("201", success("Created"));
+        }
+        if o.id == "profiles_generate" {
+            let nothing = ResponseBuilder::new()
+                .description("No update run was generated (no target, or every member at it)")
+                .header("x-request-id", request_id_header())
+                .build();
+            b = b.response("204", nothing);
         }
         for (code, what) in [
             ("400", "A field broke a rule (target names it)"),
@@ -813,6 +909,12 @@ pub fn document(fleet: &str) -> OpenApi {
     collect::<UpdateRunList>(&mut schemas);
     collect::<UpdateRunPut>(&mut schemas);
     collect::<UpdateRunPutProperties>(&mut schemas);
+    collect::<AutoUpgradeProfileResource>(&mut schemas);
+    collect::<AutoUpgradeProfileProperties>(&mut schemas);
+    collect::<AutoUpgradeProfileList>(&mut schemas);
+    collect::<AutoUpgradeProfilePut>(&mut schemas);
+    collect::<AutoUpgradeProfilePutProperties>(&mut schemas);
+    collect::<GenerateResponse>(&mut schemas);
     collect::<MemberResource>(&mut schemas);
     collect::<MemberProperties>(&mut schemas);
     collect::<MemberObserved>(&mut schemas);

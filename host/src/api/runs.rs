@@ -61,7 +61,7 @@ struct RunProperties {
 
 /// The strategy name in an `updateStrategyId`: `/fleets/{fleet}/updateStrategies/{name}` (an
 /// ARM id ending the same way is accepted too).
-fn strategy_name(fleet: &str, id: &str) -> Result<String, Problem> {
+pub(super) fn strategy_name(fleet: &str, id: &str) -> Result<String, Problem> {
     let bad = || {
         Problem::invalid(
             "properties.updateStrategyId",
@@ -91,6 +91,25 @@ fn run_resource(
     meta: &ResourceMeta,
 ) -> Result<(Value, String), Problem> {
     let mut properties = stored_body(meta);
+    // A generated run's references, as Azure's ids.
+    if let Some(obj) = properties.as_object_mut() {
+        for (name_key, id_key, kind) in [
+            (
+                "updateStrategyName",
+                "updateStrategyId",
+                super::strategies::KIND,
+            ),
+            (
+                "autoUpgradeProfileName",
+                "autoUpgradeProfileId",
+                super::profiles::KIND,
+            ),
+        ] {
+            if let Some(Value::String(n)) = obj.remove(name_key) {
+                obj.insert(id_key.into(), json!(envelope::resource_id(fleet, kind, &n)));
+            }
+        }
+    }
     let status = w
         .engine()
         .query(&json!({ "type": "status", "run": meta.name }))
@@ -373,12 +392,21 @@ pub(super) async fn put(
             } else if let Some(s) = snapshot {
                 properties["strategy"] = s;
             }
+            // A generated run (not started yet) may be changed, and stays its profile's.
+            let profile = existing.as_ref().and_then(|m| {
+                stored_body(m)["autoUpgradeProfileName"]
+                    .as_str()
+                    .map(str::to_string)
+            });
+            if let Some(pn) = &profile {
+                properties["autoUpgradeProfileName"] = json!(pn);
+            }
             let spec = UpdateRunSpec {
                 name: name.clone(),
                 strategy: p.strategy.clone(),
                 update_strategy_name: by_name.clone(),
                 managed_cluster_update: p.managed_cluster_update.clone(),
-                auto_upgrade_profile_name: None,
+                auto_upgrade_profile_name: profile,
             };
             let command = if existing.is_some() {
                 Command::UpdateRun { run: spec }

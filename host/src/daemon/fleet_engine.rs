@@ -106,6 +106,20 @@ pub struct FleetEngine {
     stamped: std::collections::BTreeSet<String>,
 }
 
+/// The resource kind of update runs.
+const RUNS: &str = "updateRuns";
+
+/// The stored properties of a generated run: the fields of its spec the API shows.
+fn generated_run_body(spec: &serde_json::Value) -> serde_json::Value {
+    let mut body = serde_json::json!({ "managedClusterUpdate": spec["managedClusterUpdate"] });
+    for key in ["updateStrategyName", "autoUpgradeProfileName"] {
+        if let Some(v) = spec.get(key).filter(|v| !v.is_null()) {
+            body[key] = v.clone();
+        }
+    }
+    body
+}
+
 fn event_row(e: &Event) -> NewEvent {
     NewEvent {
         at_ms: e.at.timestamp_millis(),
@@ -430,6 +444,56 @@ impl FleetEngine {
         }
     }
 
+    /// Gives the runs an auto-upgrade profile generated in this step their resource, so the API
+    /// lists and shows them like any run, in the same transaction; a generated run the engine
+    /// deleted (superseded by a newer target) loses it. Its stored properties are the run as
+    /// the engine created it: `managedClusterUpdate`, `updateStrategyName` and
+    /// `autoUpgradeProfileName` (the API shows the last two as ids).
+    fn record_generated(&mut self, events: &[Event], step: &mut Step) {
+        use waverun_core::EventKind as K;
+        for e in events {
+            match e.kind() {
+                K::RunGenerated => {
+                    let known = step
+                        .resources
+                        .iter()
+                        .any(|m| m.kind == RUNS && m.name == e.run)
+                        || matches!(self.store.resource(RUNS, &e.run), Ok(Some(_)));
+                    if known {
+                        continue;
+                    }
+                    let request = serde_json::json!({ "type": "runSpec", "run": e.run });
+                    let body = match self.instance.request(&request) {
+                        Ok(spec) => generated_run_body(&spec),
+                        Err(err) => {
+                            tracing::warn!(run = %e.run, error = %err, "reading a generated run");
+                            serde_json::json!({ "autoUpgradeProfileName": e.profile() })
+                        }
+                    };
+                    let by = format!("autoUpgradeProfile:{}", e.profile().unwrap_or_default());
+                    let now = crate::now_rfc3339();
+                    step.resources.push(ResourceMeta {
+                        kind: RUNS.to_string(),
+                        name: e.run.clone(),
+                        etag: String::new(),
+                        created_by: by.clone(),
+                        created_at: now.clone(),
+                        last_modified_by: by,
+                        last_modified_at: now,
+                        body: Some(body.to_string()),
+                    });
+                }
+                K::RunDeleted => {
+                    let key = (RUNS.to_string(), e.run.clone());
+                    if !step.deleted_resources.contains(&key) {
+                        step.deleted_resources.push(key);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Commits the pending step with these events; on failure, rebuilds the instance so that
     /// its state is the store's again.
     fn commit(
@@ -451,6 +515,7 @@ impl FleetEngine {
         step.resources = extras.resources;
         step.deleted_resources = extras.deleted_resources;
         self.stamp_runs(&events, &mut step);
+        self.record_generated(&events, &mut step);
         let mut new_ids = std::mem::take(&mut self.recovered);
         new_ids.extend(step.operations.iter().map(|o| o.id.clone()));
         let began = std::time::Instant::now();

@@ -1,8 +1,10 @@
 //! The simulated fleet file of `waverun serve --fleet FILE`: the scenario format's fleet part
-//! (`members` with their `behavior`, `releases`, `freezes`, `seed`, `start`). A whole scenario
-//! file is accepted too: its `run`, `strategy`, `actions`, `autoApprove` and `until` are not the
-//! fleet's and are ignored (create them through the API), except that a scenario without
-//! `releases` gets the same implicit release calendar as in `waverun simulate`.
+//! (`members` with their `behavior`, `releases` — the simulated provider's release calendar,
+//! releases dated in the future reach the catalog at their time —, `freezes`, `seed`, `start`).
+//! A whole scenario file is accepted too: its `run`, `strategy`, `strategies`, `profiles`,
+//! `actions`, `autoApprove` and `until` are not the fleet's and are ignored (create them through
+//! the API), except that a scenario without `releases` gets the same implicit release calendar
+//! as in `waverun simulate`.
 
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -34,6 +36,10 @@ pub struct FleetFile {
     #[serde(default)]
     strategy: Option<IgnoredAny>,
     #[serde(default)]
+    strategies: Option<IgnoredAny>,
+    #[serde(default)]
+    profiles: Option<IgnoredAny>,
+    #[serde(default)]
     actions: Option<IgnoredAny>,
     #[serde(default)]
     auto_approve: Option<IgnoredAny>,
@@ -52,6 +58,8 @@ impl FleetFile {
             freezes: Vec::new(),
             run: None,
             strategy: None,
+            strategies: None,
+            profiles: None,
             actions: None,
             auto_approve: None,
             until: None,

@@ -45,13 +45,22 @@ impl Drop for Daemon {
 impl Daemon {
     /// A daemon with these (name, role, token) bearer tokens.
     pub fn start(tokens: &[(&str, Role, &str)]) -> Daemon {
+        Daemon::start_fleet(&workspace().join(FLEET_FILE), 200_000.0, tokens)
+    }
+
+    /// A daemon over the fleet file `fleet_file` whose clock runs `time_scale` times real time.
+    pub fn start_fleet(
+        fleet_file: &std::path::Path,
+        time_scale: f64,
+        tokens: &[(&str, Role, &str)],
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.path().join("data"),
             fleet: "default".to_string(),
-            time_scale: 200_000.0,
-            fleet_file: Some(workspace().join(FLEET_FILE)),
+            time_scale,
+            fleet_file: Some(fleet_file.to_path_buf()),
             tokens: tokens
                 .iter()
                 .map(|(name, role, token)| TokenConfig {
