@@ -71,7 +71,7 @@ cat life1.log
 eval "$(grep '^  export WAVERUN_TOKEN=' life1.log)"
 [ -n "${WAVERUN_TOKEN:-}" ] || fail "no token printed"
 WATCH="$(after life1.log 'Watch the run live')"
-GATES="$(after life1.log 'The gates waiting')"
+GATES="$(after life1.log "The run's gates waiting")"
 APPROVE="$(after life1.log 'Approve one')"
 WAIT="$(after life1.log 'Wait for the end')"
 AUDIT="$(grep '^  curl' life1.log | grep /audit | sed 's/^  //')"

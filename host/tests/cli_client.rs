@@ -435,6 +435,157 @@ fn every_verb_answers_in_table_json_and_yaml() {
 }
 
 #[test]
+fn autoupgradeprofile_verbs_create_show_list_generate_and_delete_with_azures_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (life, s) = daemon(dir.path());
+    let s = s.as_str();
+    two_stage_strategy(s);
+    // Azure's flags: -c, --tkv, --lts, --update-strategy-id (or waverun's -name), --disabled.
+    let p = ok(
+        s,
+        &[
+            "autoupgradeprofile",
+            "create",
+            "-n",
+            "fast",
+            "-c",
+            "Rapid",
+            "--update-strategy-name",
+            "two",
+            "--node-image-selection",
+            "Consistent",
+        ],
+    )
+    .json();
+    assert_eq!(p["channel"], "Rapid", "flattened: properties at the top");
+    assert_eq!(
+        p["updateStrategyId"],
+        "/fleets/default/updateStrategies/two"
+    );
+    assert_eq!(p["nodeImageSelection"], json!({"type": "Consistent"}));
+    assert_eq!(p["disabled"], false);
+    // 1.34.1 was in the catalog when the profile was made: its baseline, nothing started; the
+    // table says what it would target next.
+    let t = ok(
+        s,
+        &["autoupgradeprofile", "show", "-n", "fast", "-o", "table"],
+    )
+    .stdout;
+    assert!(t.starts_with("Auto-upgrade profile fast: Rapid"), "{t}");
+    assert!(t.contains("last trigger: none yet"), "{t}");
+    // generate-update-run creates the run, not started, and says how to start it; twice, the
+    // same run.
+    let g = ok(
+        s,
+        &["autoupgradeprofile", "generate-update-run", "-n", "fast"],
+    );
+    assert_eq!(g.json()["id"], "/fleets/default/updateRuns/fast-1-34-1");
+    assert!(
+        g.stderr.contains("updaterun start -n fast-1-34-1"),
+        "{}",
+        g.stderr
+    );
+    let again = ok(
+        s,
+        &[
+            "autoupgradeprofile",
+            "generate-update-run",
+            "--profile-name",
+            "fast",
+        ],
+    );
+    assert_eq!(again.json()["id"], g.json()["id"]);
+    let run = ok(s, &["updaterun", "show", "-n", "fast-1-34-1"]).json();
+    assert_eq!(run["status"]["status"]["state"], "NotStarted");
+    assert_eq!(
+        run["autoUpgradeProfileId"],
+        "/fleets/default/autoUpgradeProfiles/fast"
+    );
+    let list = ok(s, &["autoupgradeprofile", "list", "-o", "table"]).stdout;
+    assert!(list.starts_with("NAME"), "{list}");
+    assert!(
+        list.lines().any(|l| l.starts_with("fast ")
+            && l.contains("Rapid")
+            && l.contains("two")
+            && l.contains("Succeeded 1.34.1")
+            && l.contains("fast-1-34-1")),
+        "{list}"
+    );
+    let y = ok(
+        s,
+        &["autoupgradeprofile", "show", "-n", "fast", "-o", "yaml"],
+    )
+    .stdout;
+    assert!(y.contains("lastTriggerStatus: Succeeded"), "{y}");
+    // Usage errors exit 2; the API's exit 1 naming the field.
+    let bad = cli(
+        s,
+        &[
+            "autoupgradeprofile",
+            "create",
+            "-n",
+            "img",
+            "-c",
+            "NodeImage",
+            "--node-image-selection",
+            "Latest",
+        ],
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("--node-image-selection"),
+        "{}",
+        bad.stderr
+    );
+    let bad = cli(
+        s,
+        &[
+            "autoupgradeprofile",
+            "create",
+            "-n",
+            "pin",
+            "-c",
+            "TargetKubernetesVersion",
+        ],
+    );
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("properties.targetKubernetesVersion"),
+        "{}",
+        bad.stderr
+    );
+    let pinned = ok(
+        s,
+        &[
+            "autoupgradeprofile",
+            "create",
+            "-n",
+            "pin",
+            "-c",
+            "TargetKubernetesVersion",
+            "--tkv",
+            "1.34",
+            "--lts",
+            "--disabled",
+        ],
+    )
+    .json();
+    assert_eq!(pinned["targetKubernetesVersion"], "1.34");
+    assert_eq!(pinned["longTermSupport"], true);
+    assert_eq!(pinned["disabled"], true);
+    let refused = cli(
+        s,
+        &["autoupgradeprofile", "generate-update-run", "-n", "pin"],
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("disabled"), "{}", refused.stderr);
+    ok(s, &["autoupgradeprofile", "delete", "-n", "pin", "--yes"]);
+    let gone = cli(s, &["autoupgradeprofile", "show", "-n", "pin"]);
+    assert_eq!(gone.code, 1);
+    drop(life);
+}
+
+#[test]
 fn an_azure_strategy_file_round_trips_with_every_field() {
     let dir = tempfile::tempdir().unwrap();
     let (_life, s) = daemon(dir.path());
@@ -748,6 +899,11 @@ fn every_verb_s_help_ends_with_an_example() {
         &["gate", "show"],
         &["gate", "approve"],
         &["gate", "update"],
+        &["autoupgradeprofile", "create"],
+        &["autoupgradeprofile", "show"],
+        &["autoupgradeprofile", "list"],
+        &["autoupgradeprofile", "delete"],
+        &["autoupgradeprofile", "generate-update-run"],
     ];
     for v in verbs {
         let o = cli("http://127.0.0.1:9", &[v, &["--help"][..]].concat());

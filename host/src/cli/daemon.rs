@@ -174,8 +174,11 @@ pub(super) fn demo(
         "Watch the run live (its tree, what waits and until when, the gate that needs you):"
     )?;
     writeln!(out, "  waverun updaterun watch -n {run}")?;
-    writeln!(out, "The gates waiting for someone:")?;
-    writeln!(out, "  waverun gate list --state-filter Pending")?;
+    writeln!(out, "The run's gates waiting for someone:")?;
+    writeln!(
+        out,
+        "  waverun gate list --state-filter Pending --run {run}"
+    )?;
     writeln!(out, "Approve one (GATE is a name from the list above):")?;
     writeln!(out, "  waverun gate approve --gate-name GATE")?;
     writeln!(
@@ -186,6 +189,19 @@ pub(super) fn demo(
         out,
         "  waverun updaterun wait -n {run} --custom Completed --timeout 30m"
     )?;
+    writeln!(
+        out,
+        "The auto-upgrade profile {} follows 1.33 patches: {} is released on fleet day {}, and it rolls it out through the same strategy:",
+        demo::PROFILE,
+        demo::PATCH_VERSION,
+        demo::PATCH_DAY + 1
+    )?;
+    writeln!(
+        out,
+        "  waverun autoupgradeprofile show -n {}",
+        demo::PROFILE
+    )?;
+    writeln!(out, "  waverun updaterun list")?;
     writeln!(out, "The same API with curl: the run, and the audit log:")?;
     writeln!(
         out,
@@ -254,6 +270,10 @@ fn demo_setup(api: &str, token: &str) -> Result<bool> {
         demo::strategy(),
     )?;
     put(&format!("/updateRuns/{}", demo::RUN), demo::run("demo"))?;
+    put(
+        &format!("/autoUpgradeProfiles/{}", demo::PROFILE),
+        demo::profile("demo"),
+    )?;
     let mut r = agent
         .get(format!("{api}/updateRuns/{}", demo::RUN))
         .header("authorization", &auth)

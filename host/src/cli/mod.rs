@@ -11,6 +11,7 @@ pub mod conn;
 mod daemon;
 mod offline;
 pub mod output;
+pub mod profiles;
 pub mod resources;
 pub mod runs;
 mod stream;
@@ -62,6 +63,10 @@ enum Cmd {
     /// Approval and scheduled-start gates (as `az fleet gate`).
     #[command(subcommand)]
     Gate(resources::GateCmd),
+    /// Auto-upgrade profiles: release channels rolled out through a strategy as new versions
+    /// appear (as `az fleet autoupgradeprofile`).
+    #[command(subcommand)]
+    Autoupgradeprofile(profiles::ProfileCmd),
     /// Shell completions, e.g. `source <(waverun completions bash)`.
     #[command(after_help = "Examples:\n  source <(waverun completions bash)\n  \
         waverun completions zsh > \"${fpath[1]}/_waverun\"\n  \
@@ -211,6 +216,7 @@ fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Updatestrategy(c) => resources::strategy(c, out)?,
         Cmd::Updaterun(c) => runs::run(c, out)?,
         Cmd::Gate(c) => resources::gate(c, out)?,
+        Cmd::Autoupgradeprofile(c) => profiles::profile(c, out)?,
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "waverun", out);
         }

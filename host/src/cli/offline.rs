@@ -8,7 +8,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use waverun_core::plan_text;
 use waverun_core::sim::render_text;
-use waverun_core::{Engine, Input};
 
 /// `waverun simulate`: the scenario's report, as text or JSON.
 pub(super) fn simulate(
@@ -88,51 +87,17 @@ pub(super) fn validate(file: &Path, output: Format, out: &mut impl Write) -> Res
 /// list beside its fields).
 pub(super) fn plan(file: &Path, output: Format, out: &mut impl Write) -> Result<()> {
     let scenario = load_scenario(file).map_err(anyhow::Error::msg)?;
-    scenario.validate()?;
-    let mut engine = Engine::new(scenario.start);
-    for (path, cmd) in scenario.setup_commands() {
-        if let Err(e) = engine.handle_input(scenario.start, Input::Command(cmd)) {
-            bail!("{path}: {e}");
-        }
-    }
-    let plan = match scenario.run_name() {
-        Some(run) => {
-            let mut plan = engine.plan(run)?;
-            // The engine names fields of the run spec; in a scenario file they sit under `run`.
-            for w in &mut plan.warnings {
-                w.path = waverun_core::validate::join("run", &w.path);
-            }
-            Some(plan)
-        }
-        None => None,
-    };
-    let profiles = scenario
-        .profiles
-        .iter()
-        .map(|p| engine.profile_plan(&p.name))
-        .collect::<Result<Vec<_>, _>>()?;
+    let doc = waverun_core::sim::plan_scenario(&scenario)?;
     match output {
         Format::Json => {
-            /// The run's plan (its fields in order) with the profiles' beside them.
-            #[derive(serde::Serialize)]
-            struct Doc<'a> {
-                #[serde(flatten)]
-                plan: Option<&'a waverun_core::plan::Plan>,
-                #[serde(skip_serializing_if = "<[_]>::is_empty")]
-                profiles: &'a [waverun_core::profile::ProfilePlan],
-            }
-            let doc = Doc {
-                plan: plan.as_ref(),
-                profiles: &profiles,
-            };
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)?;
         }
         Format::Text => {
-            if let Some(p) = &plan {
+            if let Some(p) = &doc.plan {
                 out.write_all(plan_text::render_text(p).as_bytes())?;
             }
-            for p in &profiles {
+            for p in &doc.profiles {
                 out.write_all(plan_text::render_profile_plan(p).as_bytes())?;
             }
         }

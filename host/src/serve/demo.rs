@@ -1,7 +1,8 @@
 //! `waverun demo`: the daemon with a simulated fleet of 40 clusters in 4 regions, a 3-stage
-//! strategy with an approval gate before production, and a run started at a time scale where
-//! the whole rollout takes a few minutes. What it creates goes through the HTTP API, as any
-//! client's requests would.
+//! strategy with an approval gate before production, a run started at a time scale where the
+//! whole rollout takes a few minutes, and an auto-upgrade profile that follows 1.33 patches:
+//! a patch is released on the fourth fleet day, and the profile rolls it out through the same
+//! strategy. What it creates goes through the HTTP API, as any client's requests would.
 
 use serde_json::{json, Value};
 
@@ -17,6 +18,12 @@ const REGIONS: [(&str, &str, &str); 4] = [
 pub const FROM_VERSION: &str = "1.32.7";
 /// The target.
 pub const TO_VERSION: &str = "1.33.3";
+/// The patch released during the demo, which the profile rolls out.
+pub const PATCH_VERSION: &str = "1.33.4";
+/// The fleet day (from the start) the patch is released, everywhere.
+pub const PATCH_DAY: i64 = 3;
+/// The auto-upgrade profile the demo creates.
+pub const PROFILE: &str = "demo-patches";
 const FROM_IMAGE: &str = "AKSUbuntu-2204gen2containerd-202611.01.0";
 const TO_IMAGE: &str = "AKSUbuntu-2204gen2containerd-202612.01.0";
 
@@ -86,6 +93,7 @@ pub fn fleet_file(start: chrono::DateTime<chrono::Utc>) -> Value {
             "kubernetes": [
                 { "version": FROM_VERSION, "available": everywhere_before },
                 { "version": TO_VERSION, "available": available([0, 1, 2, 3]) },
+                { "version": PATCH_VERSION, "available": { "*": day(&start, PATCH_DAY) } },
             ],
             "nodeImages": [
                 { "version": FROM_IMAGE, "available": everywhere_before },
@@ -128,6 +136,16 @@ pub fn strategy() -> Value {
             "groups": REGIONS.iter().map(|(_, geo, _)| geo_group(geo)).collect::<Vec<_>>(),
         },
     ]}}})
+}
+
+/// The auto-upgrade profile the demo creates: 1.33's patches, through the demo's strategy.
+pub fn profile(fleet: &str) -> Value {
+    json!({ "properties": {
+        "channel": "TargetKubernetesVersion",
+        "targetKubernetesVersion": "1.33",
+        "updateStrategyId": format!("/fleets/{fleet}/updateStrategies/{STRATEGY}"),
+        "nodeImageSelection": { "type": "Latest" },
+    }})
 }
 
 /// The run resource the demo creates.
