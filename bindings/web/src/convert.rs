@@ -4,7 +4,7 @@
 //! behaviour is tested natively.
 
 use serde::de::DeserializeOwned;
-use waverun_core::plan::Plan;
+use waverun_core::profile::ScenarioPlan;
 use waverun_core::sim::{Scenario, Simulation};
 use waverun_core::{Error, FieldError, Timestamp};
 
@@ -187,15 +187,10 @@ pub fn validate_scenario(s: &Scenario) -> Result<(), Error> {
     }
 }
 
-/// The plan of the scenario's run at the scenario's start (`waverun plan -o json`).
-pub fn plan_scenario(s: &Scenario) -> Result<Plan, Error> {
-    let run = s.run_name().ok_or_else(|| {
-        Error::invalid(vec![waverun_core::FieldError::new(
-            "run",
-            "the scenario has no run of its own to plan (only auto-upgrade profiles)",
-        )])
-    })?;
-    Simulation::new(s)?.engine().plan(run)
+/// The plan of the scenario at its start, as `waverun plan -o json` prints it: its run's plan
+/// and what each profile would generate now.
+pub fn plan_scenario(s: &Scenario) -> Result<ScenarioPlan, Error> {
+    waverun_core::sim::plan_scenario(s)
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ pub fn validate_scenario(
 /// The plan of the scenario's run at the scenario's start, as `waverun plan -o json` prints it:
 /// members per stage and group, resolved limits, gates needing a human, selected images,
 /// unassigned members, members that will fail.
-#[wasm_bindgen(unchecked_return_type = "Plan")]
+#[wasm_bindgen(unchecked_return_type = "ScenarioPlan")]
 pub fn plan(
     #[wasm_bindgen(unchecked_param_type = "Scenario")] scenario: JsValue,
 ) -> Result<JsValue, JsValue> {

@@ -16,6 +16,7 @@ export type ErrorCode =
   | "InvalidState"
   | "MemberInTwoGroups"
   | "MinorVersionSkip"
+  | "LongTermSupportRequired"
   | "UpgradeFailed"
   | "FailureThresholdExceeded"
   | "InvalidSnapshot";
@@ -62,6 +63,8 @@ export interface Member {
   kubernetesVersion: string;
   nodePools?: NodePool[];
   maintenance?: Maintenance;
+  /** Long-term support enabled: needed to go to an `LTSOnly` minor (else the member fails with
+   * `LongTermSupportRequired`). */
   longTermSupport?: boolean;
   provider?: ProviderRef;
 }
@@ -179,6 +182,8 @@ export interface UpdateRunSpec {
   strategy?: UpdateStrategy;
   updateStrategyName?: string;
   managedClusterUpdate: ManagedClusterUpdate;
+  /** Set by waverun on a run an auto-upgrade profile generated: refused in `createRun`, and
+   * `updateRun` cannot change it. */
   autoUpgradeProfileName?: string;
 }
 
@@ -204,11 +209,28 @@ export interface NodeImageSelection {
 export interface Release {
   version: string;
   available?: Record<string, Timestamp>;
+  /** A preview Kubernetes version (GA unless set): never the target of an auto-upgrade profile. */
+  preview?: boolean;
+  /** A security-patch node image: what the `SecurityPatch` channel rolls out. */
+  securityPatch?: boolean;
+}
+
+/** Who supports a Kubernetes minor: the community; only clusters with long-term support; no one
+ * (never targeted by a profile). */
+export type Support = "Community" | "LTSOnly" | "EndOfSupport";
+
+/** The support state of one Kubernetes minor. */
+export interface MinorSupport {
+  /** `"x.y"`. */
+  minor: string;
+  support: Support;
 }
 
 export interface ReleaseCatalog {
   kubernetes?: Release[];
   nodeImages?: Release[];
+  /** A minor not listed is `Community`. */
+  minors?: MinorSupport[];
 }
 
 /** No member upgrade starts in `[start, end)`. */
@@ -224,6 +246,91 @@ export type SkipTarget =
   | `Stage:${string}`
   | `AfterStageWait:${string}`;
 
+// ------------------------------------------------------------------------- auto-upgrade profiles
+
+/**
+ * What a profile follows, over the GA Kubernetes versions (previews never) and each minor's
+ * support: `Rapid` the latest patch of the newest minor in community support; `Stable` the
+ * latest patch of the minor before it (if in community support); `TargetKubernetesVersion` the
+ * latest patch of `targetKubernetesVersion`; `NodeImage` the newest image of every family the
+ * covered pools run; `SecurityPatch` the newest security-patch image of every family the covered
+ * Linux pools run. Kubernetes channels generate `Full` runs, the others `NodeImageOnly` runs.
+ */
+export type UpgradeChannel = "Rapid" | "Stable" | "TargetKubernetesVersion" | "NodeImage" | "SecurityPatch";
+
+/** A profile's node image selection (`Custom` is not allowed). */
+export interface AutoUpgradeNodeImageSelection {
+  type: "Latest" | "Consistent";
+}
+
+/** When a release matching its channel reaches the catalog, a run is generated and started
+ * through its strategy (Azure's field names). */
+export interface AutoUpgradeProfile {
+  /** Same pattern as member names. */
+  name: string;
+  channel: UpgradeChannel;
+  /** A stored strategy; absent: every member one by one. */
+  updateStrategyName?: string;
+  /** Default `{type: "Latest"}`; ignored by `SecurityPatch`, whose runs pin exactly the
+   * channel's images. */
+  nodeImageSelection?: AutoUpgradeNodeImageSelection;
+  /** A disabled profile generates nothing (the runs it started go on). */
+  disabled?: boolean;
+  /** `"x.y"`: required for (and only allowed with) `TargetKubernetesVersion`. */
+  targetKubernetesVersion?: string;
+  /** Target an `LTSOnly` minor (only with `TargetKubernetesVersion`). */
+  longTermSupport?: boolean;
+}
+
+export type TriggerStatus = "Succeeded" | "Failed";
+
+/** A profile's status: Azure's `autoUpgradeProfileStatus` plus `lastUpdateRunName` and `nextTarget`. */
+export interface ProfileStatus {
+  /** When a run was last generated (or generating one last failed). */
+  lastTriggeredAt?: Timestamp;
+  lastTriggerStatus?: TriggerStatus;
+  /** Why the last trigger failed. */
+  lastTriggerError?: StatusError;
+  /** The versions the last trigger targeted. */
+  lastTriggerUpgradeVersions?: string[];
+  /** What the last trigger did, for humans. */
+  lastTriggerMessage?: string;
+  /** The run the last trigger generated. */
+  lastUpdateRunName?: string;
+  /** The target not rolled out yet, and why. */
+  nextTarget?: NextTarget;
+}
+
+export interface NextTarget {
+  /** Absent when the channel has no target. */
+  versions?: string[];
+  /** Why it is not rolled out now (a running run, disabled, nothing behind, no release). */
+  message: string;
+}
+
+/** What `generateUpdateRun` does (or did) for a profile: return the run that exists for the
+ * current target (not started, or running), create a new one (not started), or nothing. */
+export type Generation =
+  | { result: "Existing"; run: string }
+  | { result: "New"; run: string; versions: string[] }
+  | { result: "Nothing"; message: string };
+
+/** What a profile would generate now, and that run's plan (`waverun plan` of a scenario with
+ * profiles). */
+export interface ProfilePlan {
+  profile: string;
+  channel: UpgradeChannel;
+  /** The plan shows what it would generate once enabled. */
+  disabled?: boolean;
+  /** What the channel targets now (absent when nothing). */
+  versions?: string[];
+  /** What `generateUpdateRun` would do, or why nothing. */
+  message: string;
+  /** The run it would create, or that exists for this target. */
+  run?: string;
+  plan?: Plan;
+}
+
 // ------------------------------------------------------------------------- scenarios
 
 /** A scenario (`shared/spec/scenario-format.md`); unknown fields are refused. */
@@ -237,15 +344,28 @@ export interface Scenario {
   /** Absent: the run's target everywhere from `start`, and no image newer than the pools run. */
   releases?: ReleaseCatalog;
   freezes?: Freeze[];
-  /** Absent: every member one by one. */
+  /** Absent: every member one by one (or the run's `updateStrategyName`). */
   strategy?: UpdateStrategy;
-  run: ScenarioRun;
+  /** Named strategies, for profiles and `run.updateStrategyName`. */
+  strategies?: NamedStrategy[];
+  /** Each generates and starts runs as releases reach the catalog. */
+  profiles?: AutoUpgradeProfile[];
+  /** The scenario's own run: required unless there are profiles. */
+  run?: ScenarioRun;
   /** In time order; the run starts only when told to. */
   actions?: Action[];
 }
 
+export interface NamedStrategy {
+  name: string;
+  strategy: UpdateStrategy;
+}
+
 export interface ScenarioMember extends Member {
   behavior?: Behavior;
+  /** The member joins the fleet then (absent: there from `start`); joining behind a profile's
+   * target triggers a catch-up run. */
+  joinsAt?: Timestamp;
 }
 
 /** How a simulated cluster behaves. */
@@ -259,10 +379,12 @@ export interface Behavior {
 
 export interface ScenarioRun {
   name: string;
+  /** One of the scenario's `strategies` (exclusive with the scenario's `strategy`). */
+  updateStrategyName?: string;
   managedClusterUpdate: ManagedClusterUpdate;
 }
 
-export type ActionKind = "start" | "stop" | "approve" | "skip";
+export type ActionKind = "start" | "stop" | "approve" | "skip" | "generateUpdateRun";
 
 /** One operator action of a scenario. */
 export interface Action {
@@ -273,6 +395,12 @@ export interface Action {
   /** For `skip`. */
   targets?: SkipTarget[];
   by?: string;
+  /** The run it acts on, e.g. one a profile generated; default the scenario's run (required
+   * without one, except for `generateUpdateRun`). */
+  run?: string;
+  /** For (and only for) `generateUpdateRun`: create, not start, the run for the profile's
+   * current target. */
+  profile?: string;
 }
 
 export interface GateRef {
@@ -307,15 +435,26 @@ export type Command =
   | { type: "completeGate"; run: string; gate: GateSelector; by?: string }
   | { type: "createRetryRun"; name: string; from: string }
   | { type: "setFreezes"; freezes: Freeze[] }
-  | { type: "setCatalog"; catalog: ReleaseCatalog };
+  | { type: "setCatalog"; catalog: ReleaseCatalog }
+  /** Creating a profile, or changing its channel, `targetKubernetesVersion` or
+   * `longTermSupport`, starts nothing: it acts on the next release that moves its target. */
+  | { type: "upsertProfile"; profile: AutoUpgradeProfile }
+  /** The runs it generated stay, and go on. */
+  | { type: "deleteProfile"; name: string }
+  /** Creates (not starts) the run for the profile's current target, or nothing when every
+   * member is at it; a run for that target not started or running already is left as it is.
+   * Refused (`InvalidState`) for a disabled profile. */
+  | { type: "generateUpdateRun"; profile: string };
 
 /** What the world reports. */
 export type Observation =
   | { type: "upgradeSucceeded"; operationId: string }
   | { type: "upgradeFailed"; operationId: string; message: string }
   | { type: "memberObserved"; name: string; kubernetesVersion: string; nodePools: NodePool[] }
-  | { type: "kubernetesReleased"; version: string; region: string; since: Timestamp }
-  | { type: "nodeImageReleased"; version: string; region: string; since: Timestamp };
+  /** `preview`: the newest word on the version (a preview that reaches GA is observed again
+   * without it). */
+  | { type: "kubernetesReleased"; version: string; region: string; since: Timestamp; preview?: boolean }
+  | { type: "nodeImageReleased"; version: string; region: string; since: Timestamp; securityPatch?: boolean };
 
 /** One engine input. */
 export type Input = { command: Command } | { observation: Observation } | "timeout";
@@ -334,6 +473,7 @@ export type State =
 
 export type EventKind =
   | "RunCreated"
+  | "RunGenerated"
   | "RunUpdated"
   | "RunDeleted"
   | "RunStarted"
@@ -381,6 +521,7 @@ export type Reason =
   | "AlreadyAtTarget"
   | "NoConsistentImage"
   | "SkippedByUser"
+  | "MinorVersionSkip"
   | "FailureThresholdExceeded";
 
 export type WakeReason =
@@ -405,7 +546,8 @@ export interface StatusError {
 export interface EventHead<K extends EventKind> {
   at: Timestamp;
   kind: K;
-  /** The run (absent in a simulation's single-run timeline). */
+  /** The run (absent in the timeline of a simulation without profiles, and on an
+   * `ActionRejected` for no run, e.g. `generateUpdateRun`). */
   run?: string;
 }
 
@@ -441,6 +583,10 @@ export type EventWith<K extends EventKind, F = {}> = EventHead<K> & F;
  */
 export type Event =
   | EventWith<"RunCreated">
+  /** An auto-upgrade profile generated the run (before its `RunStarted`, when it starts it);
+   * `versions`: its targets (one Kubernetes version, or one node image per family); `message`:
+   * why (the release or the catch-up, and the run it supersedes). */
+  | EventWith<"RunGenerated", { profile: string; versions: string[]; message?: string }>
   | EventWith<"RunUpdated">
   | EventWith<"RunDeleted">
   /** `message`: `retry of run X` for a retry run. */
@@ -454,11 +600,15 @@ export type Event =
   | EventWith<"StageStarted", InStage>
   | EventWith<"StageCompleted", InStage>
   | EventWith<"StageFailed", InStage & { reason: "FailureThresholdExceeded"; message: string }>
+  /** `AlreadyAtTarget` whenever no user skipped any of it (its members may have been skipped
+   * for `NoConsistentImage` or `MinorVersionSkip`). */
   | EventWith<"StageSkipped", InStage & { reason: "SkippedByUser" | "AlreadyAtTarget" }>
   | EventWith<"StageStopped", InStage>
   | EventWith<"GroupStarted", InGroup>
   | EventWith<"GroupCompleted", InGroup>
   | EventWith<"GroupFailed", InGroup & { reason: "FailureThresholdExceeded"; message: string }>
+  /** `AlreadyAtTarget` whenever no user skipped it or any of its members (they may have been
+   * skipped for `NoConsistentImage` or `MinorVersionSkip`). */
   | EventWith<"GroupSkipped", InGroup & { reason: "SkippedByUser" | "AlreadyAtTarget" }>
   | EventWith<"GroupStopped", InGroup>
   /** `until`: when a scheduled-start gate opens; `message`: the gate's display name. */
@@ -475,11 +625,16 @@ export type Event =
       OfMember & { kubernetesVersion?: string; nodeImages?: PoolImage[]; operationId: string; message?: string }
     >
   | EventWith<"MemberCompleted", OfMember & { operationId: string }>
-  /** `operationId`: absent when the member failed before an upgrade started (a minor-version skip). */
+  /** `operationId`: absent when the member failed before an upgrade started (`MinorVersionSkip`
+   * in a run made by hand, `LongTermSupportRequired`). */
   | EventWith<"MemberFailed", OfMember & { operationId?: string; error: StatusError }>
+  /** `MinorVersionSkip`: more than one minor behind a generated run's target. */
   | EventWith<
       "MemberSkipped",
-      OfMember & { reason: "AlreadyAtTarget" | "NoConsistentImage" | "SkippedByUser"; message?: string }
+      OfMember & {
+        reason: "AlreadyAtTarget" | "NoConsistentImage" | "SkippedByUser" | "MinorVersionSkip";
+        message?: string;
+      }
     >
   /** Not emitted by the engine: a simulation records a refused action with it. */
   | EventWith<"ActionRejected", { action: Action; error: StatusError }>;
@@ -510,6 +665,8 @@ export type Output = { command: HostCommand } | { event: Event };
 export interface Wakeup {
   at: Timestamp;
   reason: WakeReason;
+  /** Empty (`""`) for a fleet-wide wakeup: a release auto-upgrade profiles wait for
+   * (`VersionAvailable`). */
   run: string;
 }
 
@@ -631,6 +788,7 @@ export interface Plan {
   unassigned: string[];
   gates: PlannedGate[];
   selectedNodeImageVersions?: string[];
+  /** Members that will fail without a cluster call (`MinorVersionSkip`, `LongTermSupportRequired`). */
   willFail?: string[];
   membersToUpgrade: number;
   membersToSkip: number;
@@ -639,9 +797,18 @@ export interface Plan {
   warnings: FieldError[];
 }
 
+/** What `waverun plan -o json` prints for a scenario: its run's plan, with `profiles` beside its
+ * fields when the scenario has profiles (only `profiles` when it has no run of its own). The
+ * package's `plan` gives the run's `Plan` alone. */
+export type ScenarioPlan = (Plan & { profiles?: ProfilePlan[] }) | { profiles: ProfilePlan[] };
+
+/** Over every run of the report. */
 export interface Summary {
+  /** The scenario's run's (without one, the last generated run's; `NotStarted` without any). */
   state: State;
+  /** When the first run started. */
   startedAt: Timestamp | null;
+  /** When the last run finished, once every run has. */
   finishedAt: Timestamp | null;
   makespanSeconds: number | null;
   membersCompleted: number;
@@ -651,9 +818,23 @@ export interface Summary {
   membersPending: number;
 }
 
+/** A run of a simulation report, with its final status tree. */
+export interface RunReport {
+  name: string;
+  /** The auto-upgrade profile that generated it. */
+  autoUpgradeProfileName?: string;
+  status: RunStatus;
+}
+
 /** What `simulate` returns: `waverun simulate -o json`. */
 export interface SimulationReport {
+  /** With profiles, every entry names its `run` (an `ActionRejected` the run the action was for,
+   * if any). */
   timeline: Event[];
-  run: { name: string; status: RunStatus };
+  /** The scenario's own run (absent without one). */
+  run?: RunReport;
+  /** With profiles: every run, the scenario's first, then the generated ones in the order they
+   * were generated (superseded ones left out); absent without profiles, or when no run exists. */
+  runs?: RunReport[];
   summary: Summary;
 }

@@ -58,7 +58,8 @@ const iso = (t) => new Date(t).toISOString().replace(".000Z", "Z");
 function host(scenario, { restoreEveryStep = false } = {}) {
   const start = ms(scenario.start);
   const until = scenario.until ? ms(scenario.until) : start + 366 * 24 * 60 * MINUTE;
-  const run = scenario.run.name;
+  const run = scenario.run?.name; // the scenario's own run (optional with profiles)
+  const manyRuns = (scenario.profiles ?? []).length > 0; // timeline entries keep their run
   const actions = scenario.actions ?? [];
   let engine = new WaverunEngine(iso(start));
   const input = (now, value) => {
@@ -71,16 +72,27 @@ function host(scenario, { restoreEveryStep = false } = {}) {
     engine.handleInput(t, value);
   };
 
-  // Set-up, as Scenario::setup_commands.
+  // Set-up, as Scenario::setup_commands; members joining later join on their time (Scenario::joins).
+  const joinsLater = (m) => m.joinsAt !== undefined && ms(m.joinsAt) > start;
+  const asMember = ({ behavior, joinsAt, ...member }) => member;
   for (const command of [
     { type: "setCatalog", catalog: scenario.releases ?? implicitCatalog(scenario) },
     { type: "setFreezes", freezes: scenario.freezes ?? [] },
-    ...scenario.members.map(({ behavior, ...member }) => ({ type: "upsertMember", member })),
-    { type: "createRun", run: { name: run, strategy: scenario.strategy, managedClusterUpdate: scenario.run.managedClusterUpdate } },
+    ...scenario.members.filter((m) => !joinsLater(m)).map((m) => ({ type: "upsertMember", member: asMember(m) })),
+    ...(scenario.strategies ?? []).map(({ name, strategy }) => ({ type: "upsertStrategy", name, strategy })),
+    ...(scenario.profiles ?? []).map((profile) => ({ type: "upsertProfile", profile })),
+    ...(scenario.run
+      ? [{ type: "createRun", run: { name: run, strategy: scenario.strategy, updateStrategyName: scenario.run.updateStrategyName, managedClusterUpdate: scenario.run.managedClusterUpdate } }]
+      : []),
   ]) {
     input(start, { command });
   }
   engine.drainOutputs();
+  const joins = scenario.members
+    .map((m, i) => [m, i])
+    .filter(([m]) => joinsLater(m))
+    .sort(([a, i], [b, j]) => ms(a.joinsAt) - ms(b.joinsAt) || i - j)
+    .map(([m]) => ({ at: ms(m.joinsAt), member: asMember(m) }));
 
   // The simulated fleet, as SimulatedFleet.
   const behavior = new Map(scenario.members.map((m) => [m.name, { upgradeMinutes: 30, failAttempts: 0, ...m.behavior }]));
@@ -97,38 +109,50 @@ function host(scenario, { restoreEveryStep = false } = {}) {
     inFlight.sort((x, y) => x.due - y.due || x.seq - y.seq);
   };
 
+  // The outputs, as World::output; auto-approvals are answered as drive::drain does: each
+  // approval delivered, then the outputs it causes, whose approvals come next.
   const timeline = [];
-  const drain = (now) => {
-    for (;;) {
-      const approvals = [];
-      for (const out of engine.drainOutputs()) {
-        if ("command" in out) {
-          submit(out.command, now);
-          continue;
-        }
-        const ev = out.event;
-        if (ev.kind === "RunCreated") continue;
-        if (scenario.autoApprove && ev.kind === "GateCreated" && ev.gateType === "Approval") approvals.push(ev.gateId);
-        delete ev.run;
-        timeline.push(ev);
+  const take = (now, answers) => {
+    for (const out of engine.drainOutputs()) {
+      if ("command" in out) {
+        submit(out.command, now);
+        continue;
       }
-      if (approvals.length === 0) return;
-      for (const id of approvals) {
+      const ev = out.event;
+      if (ev.kind === "RunCreated") continue;
+      if (scenario.autoApprove && ev.kind === "GateCreated" && ev.gateType === "Approval") answers.push({ run: ev.run, id: ev.gateId });
+      if (!manyRuns) delete ev.run;
+      timeline.push(ev);
+    }
+  };
+  const drain = (now) => {
+    let answers = [];
+    take(now, answers);
+    while (answers.length > 0) {
+      const next = [];
+      for (const { run, id } of answers) {
         try {
           input(now, { command: { type: "completeGate", run, gate: { id }, by: "autoApprove" } });
         } catch {}
+        take(now, next);
       }
+      answers = next;
     }
   };
 
   let now = start;
   let next = 0;
+  let nextJoin = 0;
   for (;;) {
     for (const r of inFlight.filter((r) => r.due <= now)) {
       inFlight = inFlight.filter((x) => x !== r);
       input(now, { observation: r.ok
         ? { type: "upgradeSucceeded", operationId: r.operationId }
         : { type: "upgradeFailed", operationId: r.operationId, message: "simulated upgrade failure" } });
+      drain(now);
+    }
+    while (nextJoin < joins.length && joins[nextJoin].at <= now) {
+      input(now, { command: { type: "upsertMember", member: joins[nextJoin++].member } });
       drain(now);
     }
     while (next < actions.length && ms(actions[next].at) <= now) {
@@ -141,7 +165,9 @@ function host(scenario, { restoreEveryStep = false } = {}) {
       }
       drain(now); // what the input's due timers did first: it may be why the action was refused
       if (refusal) {
-        timeline.push({ at: iso(now), kind: "ActionRejected", error: { code: refusal.code, message: refusal.message }, action: actionValue(a) });
+        // With profiles, the entry names the run the action was for.
+        const on = manyRuns && a.do !== "generateUpdateRun" ? (a.run ?? run) : undefined;
+        timeline.push({ at: iso(now), kind: "ActionRejected", ...(on ? { run: on } : {}), error: { code: refusal.code, message: refusal.message }, action: actionValue(a) });
       }
     }
     input(now, "timeout");
@@ -152,27 +178,53 @@ function host(scenario, { restoreEveryStep = false } = {}) {
       engine = WaverunEngine.restore(snapshot);
     }
 
-    const state = engine.status(run).status.state;
-    const finished = ["Completed", "Failed", "Skipped", "Stopped"].includes(state) && inFlight.length === 0;
+    // With profiles, runs may still be generated: the simulation goes on while anything is left.
+    const finished = !manyRuns && run !== undefined &&
+      ["Completed", "Failed", "Skipped", "Stopped"].includes(engine.status(run).status.state) && inFlight.length === 0;
     if (finished && next >= actions.length) break;
-    const candidates = [engine.nextWakeup()?.at, inFlight[0]?.due, actions[next]?.at].filter((t) => t !== undefined).map(ms);
+    const candidates = [engine.nextWakeup()?.at, inFlight[0]?.due, actions[next]?.at, joins[nextJoin]?.at]
+      .filter((t) => t !== undefined)
+      .map(ms);
     if (candidates.length === 0 || Math.min(...candidates) > until) break;
     now = Math.max(Math.min(...candidates), now);
   }
 
-  // The report, as Simulation::report.
-  const status = engine.status(run);
+  // The report, as Simulation::report: the scenario's run, and with profiles every run (the
+  // scenario's first, then the generated ones in the order generated, without deleted ones).
+  let names = run === undefined ? [] : [{ name: run }];
+  if (manyRuns) {
+    for (const e of timeline) {
+      if (e.kind === "RunGenerated" && !names.some((n) => n.name === e.run)) names.push({ name: e.run, autoUpgradeProfileName: e.profile });
+      if (e.kind === "RunDeleted") names = names.filter((n) => n.name !== e.run);
+    }
+  }
+  const runs = [];
+  for (const n of names) {
+    let status;
+    try {
+      status = engine.status(n.name);
+    } catch {
+      continue;
+    }
+    runs.push({ ...n, status });
+  }
+  // Summary::of.
   const count = { Completed: 0, Failed: 0, Skipped: 0, other: 0 };
-  for (const m of status.stages.flatMap((s) => s.groups.flatMap((g) => g.members))) {
+  for (const m of runs.flatMap((r) => r.status.stages.flatMap((s) => s.groups.flatMap((g) => g.members)))) {
     count[m.status.state in count ? m.status.state : "other"] += 1;
   }
-  const started = status.status.startTime ?? null;
-  const finished = status.status.completedTime ?? null;
+  const main = runs.find((r) => r.name === run) ?? runs.at(-1);
+  const earliest = (ts) => ts.reduce((a, b) => (a === null || ms(b) < ms(a) ? b : a), null);
+  const latest = (ts) => ts.reduce((a, b) => (a === null || ms(b) > ms(a) ? b : a), null);
+  const started = earliest(runs.flatMap((r) => r.status.status.startTime ?? []));
+  const finished = runs.every((r) => r.status.status.completedTime) ? latest(runs.map((r) => r.status.status.completedTime)) : null;
+  const own = runs.find((r) => r.name === run);
   return {
     timeline,
-    run: { name: run, status },
+    ...(own ? { run: own } : {}),
+    ...(manyRuns && runs.length > 0 ? { runs } : {}),
     summary: {
-      state: status.status.state,
+      state: main?.status.status.state ?? "NotStarted",
       startedAt: started,
       finishedAt: finished,
       makespanSeconds: started && finished ? (ms(finished) - ms(started)) / 1000 : null,
@@ -184,17 +236,21 @@ function host(scenario, { restoreEveryStep = false } = {}) {
   };
 }
 
-/** Scenario::catalog without `releases`: the target and the pools' images, everywhere, from the start. */
+/** Scenario::catalog without `releases`: the run's target (if any) and the images of the pools of
+ * the members there from the start, everywhere, from the start. */
 function implicitCatalog(scenario) {
   const everywhere = (version) => ({ version, available: { "*": iso(scenario.start) } });
-  const k8s = scenario.run.managedClusterUpdate.upgrade.kubernetesVersion;
-  const images = [...new Set(scenario.members.flatMap((m) => (m.nodePools ?? []).map((p) => p.imageVersion)))].sort();
+  const k8s = scenario.run?.managedClusterUpdate.upgrade.kubernetesVersion;
+  const members = scenario.members.filter((m) => m.joinsAt === undefined);
+  const images = [...new Set(members.flatMap((m) => (m.nodePools ?? []).map((p) => p.imageVersion)))].sort();
   return { kubernetes: k8s ? [everywhere(k8s)] : [], nodeImages: images.map(everywhere) };
 }
 
 /** Action::command. */
-function actionCommand(a, run) {
+function actionCommand(a, scenarioRun) {
+  const run = a.run ?? scenarioRun;
   switch (a.do) {
+    case "generateUpdateRun": return { type: "generateUpdateRun", profile: a.profile };
     case "start": return { type: "startRun", name: run };
     case "stop": return { type: "stopRun", name: run };
     case "skip": return { type: "skip", run, targets: a.targets };
@@ -206,5 +262,5 @@ function actionCommand(a, run) {
 /** An action as the simulator records it in ActionRejected (serde_json::Value: keys sorted). */
 function actionValue(a) {
   const sorted = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0)).sort(([x], [y]) => (x < y ? -1 : 1)));
-  return sorted({ at: iso(a.at), by: a.by, do: a.do, gate: a.gate && sorted(a.gate), targets: a.targets });
+  return sorted({ at: iso(a.at), by: a.by, do: a.do, gate: a.gate && sorted(a.gate), profile: a.profile, run: a.run, targets: a.targets });
 }

@@ -52,7 +52,7 @@ test("every export is declared with the types it takes and gives", () => {
     "export function validateMember(member: Member): void;",
     "export function validateRun(run: UpdateRunSpec): void;",
     "export function validateScenario(scenario: Scenario): void;",
-    "export function plan(scenario: Scenario): Plan;",
+    "export function plan(scenario: Scenario): ScenarioPlan;",
     "export function simulate(scenario: Scenario): SimulationReport;",
     "export function isWaverunError(value: unknown): value is WaverunError;",
     "constructor(nowIso: string);",

@@ -272,8 +272,9 @@ pub fn observe_members(daemon: &Daemon, providers: &BTreeMap<String, Arc<dyn Pro
     n
 }
 
-/// A release already delivered: (Kubernetes or node image, version, region).
-pub type SeenRelease = (bool, String, String);
+/// A release already delivered: (Kubernetes or node image, version, region, its flag —
+/// preview or security patch —), so that a preview that reaches GA is delivered again.
+pub type SeenRelease = (bool, String, String, bool);
 
 /// Asks every provider for the releases in the regions of its members, and delivers those the
 /// engine has not been told about (`seen`, kept by the caller) as observations. Providers
@@ -317,7 +318,14 @@ pub fn observe_releases(
                 .into_iter()
                 .map(|r| (false, r))
                 .chain(releases.kubernetes.into_iter().map(|r| (true, r)))
-                .filter(|(k, r)| !seen.contains(&(*k, r.version.clone(), region.clone())))
+                .filter(|(k, r)| {
+                    !seen.contains(&(
+                        *k,
+                        r.version.clone(),
+                        region.clone(),
+                        r.preview || r.security_patch,
+                    ))
+                })
                 .collect();
             if new.is_empty() {
                 continue;
@@ -339,20 +347,21 @@ pub fn observe_releases(
                             version: rel.version.clone(),
                             region: r.clone(),
                             since,
-                            preview: false,
+                            preview: rel.preview,
                         }
                     } else {
                         Observation::NodeImageReleased {
                             version: rel.version.clone(),
                             region: r.clone(),
                             since,
-                            security_patch: false,
+                            security_patch: rel.security_patch,
                         }
                     };
                     match w.engine().deliver(&observation) {
                         Ok(applied) => {
                             w.dispatched(&applied);
-                            ok.push((kubernetes, rel.version, r.clone()));
+                            let flag = rel.preview || rel.security_patch;
+                            ok.push((kubernetes, rel.version, r.clone(), flag));
                         }
                         Err(e) => {
                             tracing::warn!(version = %rel.version, region = %r, error = %e, "the engine refused a release")

@@ -1007,9 +1007,9 @@ impl Provider for ExecProvider {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
+            let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
             let mut out: Vec<Release> = items
                 .iter()
-                .filter(|v| !v.get("preview").and_then(Value::as_bool).unwrap_or(false))
                 .filter_map(|v| {
                     Some(Release {
                         version: v.get("version")?.as_str()?.to_string(),
@@ -1017,6 +1017,8 @@ impl Provider for ExecProvider {
                             .get("availableSince")
                             .and_then(Value::as_str)
                             .map(str::to_string),
+                        preview: flag(v, "preview"),
+                        security_patch: flag(v, "securityPatch"),
                     })
                 })
                 .collect();

@@ -131,9 +131,13 @@ pub struct Release {
     pub version: String,
     /// Since when it is available there (RFC 3339), if the provider said.
     pub since: Option<String>,
+    /// A preview Kubernetes version (in the catalog, never targeted by a profile).
+    pub preview: bool,
+    /// A security-patch node image (what the `SecurityPatch` channel rolls out).
+    pub security_patch: bool,
 }
 
-/// `list-releases`' answer for one region: GA releases only (previews are left out).
+/// `list-releases`' answer for one region, previews included (flagged).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Releases {
     /// Kubernetes versions.

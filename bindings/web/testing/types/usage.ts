@@ -11,22 +11,29 @@ import {
   validateStrategy,
 } from "waverun-wasm";
 import type {
+  AutoUpgradeProfile,
   Command,
   ErrorCode,
   Event,
   EventKind,
   EventOfKind,
   FieldError,
+  Generation,
   Input,
   Member,
   Observation,
   Output,
   Plan,
+  ProfilePlan,
+  ProfileStatus,
+  RunReport,
   RunStatus,
+  ScenarioPlan,
   Scenario,
   SimulationReport,
   SkipTarget,
   State,
+  Support,
   UpdateRunSpec,
   UpdateStrategy,
   Wakeup,
@@ -72,7 +79,10 @@ validateMember(member);
 validateStrategy(strategy);
 validateRun(run);
 validateScenario(scenario);
-const p: Plan = plan(scenario);
+const sp: ScenarioPlan = plan(scenario);
+// A scenario with a run has its plan's fields; one with only profiles has just `profiles`.
+if (!("stages" in sp)) throw new Error("the scenario has a run");
+const p: Plan = sp;
 const planned: ("Upgrade" | "Skip" | "Fail")[] = p.stages.flatMap((s) => s.groups.flatMap((g) => g.members.map((m) => m.action)));
 const report: SimulationReport = simulate(scenario);
 const state: State = report.summary.state;
@@ -80,6 +90,64 @@ const started: string | null = report.summary.startedAt;
 const makespan: number | null = report.summary.makespanSeconds;
 const events: Event[] = report.timeline;
 const rejected = events.flatMap((e) => (e.kind === "ActionRejected" ? [e.action.do] : []));
+const ownRun: string | undefined = report.run?.name;
+
+// Auto-upgrade profiles: in scenarios, commands, events, reports and statuses.
+const profile: AutoUpgradeProfile = {
+  name: "patches",
+  channel: "TargetKubernetesVersion",
+  targetKubernetesVersion: "1.30",
+  longTermSupport: true,
+  updateStrategyName: "rings",
+  nodeImageSelection: { type: "Consistent" },
+};
+const profileScenario: Scenario = {
+  start: t,
+  members: [member, { ...member, name: "c2", joinsAt: "2026-12-10T00:00:00Z" }],
+  releases: {
+    kubernetes: [{ version: "1.30.5", available: { eastus: t } }, { version: "1.31.0", available: { "*": t }, preview: true }],
+    nodeImages: [{ version: "AKSUbuntu-2204gen2containerd-202412.01.0", available: { "*": t }, securityPatch: true }],
+    minors: [{ minor: "1.29", support: "LTSOnly" }, { minor: "1.27", support: "EndOfSupport" }],
+  },
+  strategies: [{ name: "rings", strategy }],
+  profiles: [profile, { name: "images", channel: "SecurityPatch", disabled: true }],
+  actions: [{ at: t, do: "generateUpdateRun", profile: "patches" }, { at: t, do: "start", run: "patches-1-30-5" }],
+};
+validateScenario(profileScenario);
+const profileReport: SimulationReport = simulate(profileScenario);
+const runs: RunReport[] = profileReport.runs ?? [];
+const generatedBy: (string | undefined)[] = runs.map((r) => r.autoUpgradeProfileName);
+for (const e of profileReport.timeline) {
+  switch (e.kind) {
+    case "RunGenerated": {
+      const who: string = e.profile;
+      const targets: string[] = e.versions;
+      const why: string | undefined = e.message;
+      break;
+    }
+    case "MemberSkipped": {
+      const why: "AlreadyAtTarget" | "NoConsistentImage" | "SkippedByUser" | "MinorVersionSkip" = e.reason;
+      break;
+    }
+    case "GroupSkipped": {
+      const why: "SkippedByUser" | "AlreadyAtTarget" = e.reason;
+      break;
+    }
+  }
+}
+const lts: ErrorCode = "LongTermSupportRequired";
+const support: Support = "Community";
+const profileStatus: ProfileStatus = {
+  lastTriggeredAt: t,
+  lastTriggerStatus: "Failed",
+  lastTriggerError: { code: "LongTermSupportRequired", message: "no LTS" },
+  lastTriggerUpgradeVersions: ["1.30.5"],
+  nextTarget: { message: "the profile is disabled: it generates nothing" },
+};
+const describe = (g: Generation): string =>
+  g.result === "New" ? `${g.run}: ${g.versions.join(", ")}` : g.result === "Existing" ? g.run : g.message;
+const profilePlan: ProfilePlan = { profile: "patches", channel: "Rapid", message: "would generate update run r", run: "r", plan: p };
+const cliPlans: ScenarioPlan[] = [p, { ...p, profiles: [profilePlan] }, { profiles: [profilePlan] }];
 
 // Events: a union on `kind`, each kind with exactly its fields.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -150,13 +218,18 @@ const commands: Command[] = [
   { type: "deleteRun", name: "r2" },
   { type: "deleteStrategy", name: "st" },
   { type: "deleteMember", name: "c1" },
+  { type: "upsertProfile", profile },
+  { type: "generateUpdateRun", profile: "patches" },
+  { type: "deleteProfile", name: "patches" },
 ];
 const observations: Observation[] = [
   { type: "upgradeSucceeded", operationId: "r1/c1" },
   { type: "upgradeFailed", operationId: "r1/c1", message: "boom" },
   { type: "memberObserved", name: "c1", kubernetesVersion: "1.31.2", nodePools: [] },
   { type: "kubernetesReleased", version: "1.31.3", region: "*", since: t },
+  { type: "kubernetesReleased", version: "1.32.0", region: "*", since: t, preview: true },
   { type: "nodeImageReleased", version: "AKSUbuntu-2204gen2containerd-202412.01.0", region: "eastus", since: t },
+  { type: "nodeImageReleased", version: "AKSUbuntu-2204gen2containerd-202412.02.0", region: "*", since: t, securityPatch: true },
 ];
 const inputs: Input[] = [...commands.map((command) => ({ command })), ...observations.map((observation) => ({ observation })), "timeout"];
 const failures: [ErrorCode, string | undefined, FieldError[]][] = [];
@@ -230,3 +303,23 @@ const badStop: Event = { at: t, kind: "RunStopping", reason: "Lease" };
 const noKind: Event = { at: t, kind: "RunExploded" };
 // @ts-expect-error nextWakeup may be undefined
 const at: string = engine.nextWakeup().at;
+// @ts-expect-error a scenario may have no run of its own
+const ownRunName: string = report.run.name;
+// @ts-expect-error not a channel
+const badChannel: AutoUpgradeProfile = { name: "p", channel: "Nightly" };
+// @ts-expect-error a profile cannot pin Custom images
+const customProfile: AutoUpgradeProfile = { name: "p", channel: "NodeImage", nodeImageSelection: { type: "Custom" } };
+// @ts-expect-error a profile needs a channel
+engine.command(t, { type: "upsertProfile", profile: { name: "p" } });
+// @ts-expect-error generateUpdateRun names its profile
+engine.command(t, { type: "generateUpdateRun", name: "p" });
+// @ts-expect-error support states are spelled as in the catalog
+const badSupport: Support = "LTS";
+// @ts-expect-error a RunGenerated event has its target versions
+const noVersions: Event = { at: t, kind: "RunGenerated", run: "r", profile: "p" };
+// @ts-expect-error a group is skipped by a user or with nothing to do, never for a minor skip
+const badGroupSkip: Event = { at: t, kind: "GroupSkipped", stage: "s", group: "g", reason: "MinorVersionSkip" };
+// @ts-expect-error a plan without a run lists the profiles' plans
+const emptyPlan: ScenarioPlan = {};
+// @ts-expect-error generation results are spelled as the variants
+const badGeneration: Generation = { result: "new", run: "r", versions: [] };
