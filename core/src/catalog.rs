@@ -87,7 +87,7 @@ impl Catalog {
     }
 
     /// The newest image of `family` available somewhere at `now`; with `security_only`, the
-    /// newest security-patch image.
+    /// newest security-patch image that is not a Windows image.
     pub fn newest_image_anywhere(
         &self,
         family: &str,
@@ -97,7 +97,10 @@ impl Catalog {
         let list = self.index().families.get(family)?;
         list.iter()
             .map(|i| &self.source.node_images[*i])
-            .filter(|r| !security_only || r.security_patch)
+            .filter(|r| {
+                !security_only
+                    || (r.security_patch && r.os_type != Some(crate::model::OsType::Windows))
+            })
             .find(|r| first_available(r).is_some_and(|t| t <= now))
             .map(|r| r.version.as_str())
     }

@@ -356,6 +356,11 @@ pub struct Release {
     /// A security-patch node image: what the `SecurityPatch` channel rolls out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub security_patch: bool,
+    /// A node image's OS, when the provider says (its family is the version before the last
+    /// `-`); the `SecurityPatch` channel never targets a Windows image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub os_type: Option<OsType>,
 }
 
 /// Who supports a Kubernetes minor version.

@@ -302,6 +302,18 @@ pub struct ProfilePlan {
     pub plan: Option<crate::plan::Plan>,
 }
 
+/// What `waverun plan -o json` prints for a scenario: its run's plan (its fields at the top
+/// level) and, with profiles, what each would generate now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ScenarioPlan {
+    /// The scenario's run's plan, when it has a run.
+    #[serde(flatten)]
+    pub plan: Option<crate::plan::Plan>,
+    /// Each profile's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<ProfilePlan>,
+}
+
 /// What `generateUpdateRun` does (or did) for a profile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result")]

@@ -214,6 +214,7 @@ fn release(version: String, r: &GenRelease, preview: bool, security: bool) -> Re
         available,
         preview,
         security_patch: security,
+        os_type: None,
     }
 }
 
@@ -284,7 +285,17 @@ fn build(g: &Gen) -> Scenario {
     }
     for r in &g.images {
         let v = image_version(r.what);
-        node_images.insert(v.clone(), release(v, r, false, r.flag));
+        let mut rel = release(v.clone(), r, false, r.flag);
+        // The OS is given for some images (as a provider may), and a Windows security image is
+        // never what the SecurityPatch channel targets.
+        if r.lag % 2 == 0 {
+            rel.os_type = Some(if r.what < 5 {
+                OsType::Linux
+            } else {
+                OsType::Windows
+            });
+        }
+        node_images.insert(v, rel);
     }
     let mut minors: BTreeMap<String, Support> = BTreeMap::new();
     for (minor, s) in &g.support {
@@ -454,6 +465,11 @@ fn check_step(sim: &Simulation, from: usize, last: &mut Timestamp) -> Result<(),
             EventKind::RunGenerated => {
                 let (profile, versions) = (e.profile().unwrap(), e.versions());
                 let (spec, _) = engine.profile(profile).ok_or("the profile exists")?;
+                if spec.channel == UpgradeChannel::SecurityPatch {
+                    if let Some(w) = versions.iter().find(|v| v.starts_with(WINDOWS)) {
+                        return Err(format!("{} targets the Windows image {w}", e.run));
+                    }
+                }
                 if spec.channel.is_kubernetes() {
                     let v = &versions[0];
                     let release = engine

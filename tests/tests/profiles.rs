@@ -384,7 +384,7 @@ releases:
     - {{version: {LINUX}-202411.03.0, available: {{'*': 2026-11-01T00:00:00Z}}}}
     - {{version: {LINUX}-202411.20.0, available: {{'*': 2026-12-08T00:00:00Z}}}}
     - {{version: {LINUX}-202411.21.0, available: {{'*': 2026-12-09T00:00:00Z}}, securityPatch: true}}
-    - {{version: {WINDOWS}-20348.2582.240916, available: {{'*': 2026-12-09T00:00:00Z}}, securityPatch: true}}
+    - {{version: {WINDOWS}-20348.2582.240916, available: {{'*': 2026-12-09T00:00:00Z}}, securityPatch: true, osType: Windows}}
 {}"#,
         profile("name: sec, channel: SecurityPatch")
     ));

@@ -213,6 +213,8 @@ export interface Release {
   preview?: boolean;
   /** A security-patch node image: what the `SecurityPatch` channel rolls out. */
   securityPatch?: boolean;
+  /** A node image's OS, when known; the `SecurityPatch` channel never targets a Windows image. */
+  osType?: OsType;
 }
 
 /** Who supports a Kubernetes minor: the community; only clusters with long-term support; no one

@@ -34,6 +34,30 @@ use crate::event::{Event, Fact, HostCommand, Output};
 use crate::model::{GateType, Member, Timestamp};
 use crate::state::State;
 
+/// The plan of a scenario at its start (`waverun plan`): its run's plan (warnings named by their
+/// path in the file, under `run`) and what each profile would generate now. Errors only when
+/// the scenario is invalid.
+pub fn plan_scenario(scenario: &Scenario) -> Result<crate::profile::ScenarioPlan, Error> {
+    let sim = Simulation::new(scenario)?;
+    let engine = sim.engine();
+    let plan = match scenario.run_name() {
+        Some(run) => {
+            let mut plan = engine.plan(run)?;
+            for w in &mut plan.warnings {
+                w.path = crate::validate::join("run", &w.path);
+            }
+            Some(plan)
+        }
+        None => None,
+    };
+    let profiles = scenario
+        .profiles
+        .iter()
+        .map(|p| engine.profile_plan(&p.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(crate::profile::ScenarioPlan { plan, profiles })
+}
+
 /// Runs a scenario to its end (the run finished and nothing in flight, nothing left to happen,
 /// or `until`). Errors only when the scenario itself is invalid.
 pub fn simulate(scenario: &Scenario) -> Result<SimulationReport, Error> {

@@ -459,6 +459,12 @@ impl Scenario {
                         "is only for node images",
                     );
                 }
+                if k.os_type.is_some() {
+                    e.push(
+                        format!("releases.kubernetes[{i}].osType"),
+                        "is only for node images",
+                    );
+                }
             }
             for (i, k) in r.node_images.iter().enumerate() {
                 if let Err(m) = crate::version::validate_image_version(&k.version) {
