@@ -235,6 +235,13 @@ pub fn decide(m: &Member, t: &RunTarget, catalog: &Catalog, now: Timestamp) -> D
         let what = match t.upgrade_type {
             UpgradeType::ControlPlaneOnly => "control plane already at target",
             UpgradeType::Full => "control plane and every node pool already at target",
+            UpgradeType::NodeImageOnly if !windows_alone.is_empty() => {
+                if left_alone.is_empty() {
+                    "no Linux node pool for the SecurityPatch channel"
+                } else {
+                    "every Linux node pool already at or ahead of its target image"
+                }
+            }
             UpgradeType::NodeImageOnly => "every node pool already at or ahead of its target image",
         };
         notes.insert(0, what.to_string());

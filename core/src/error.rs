@@ -31,6 +31,12 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Whether a member failing with this code fails its whole run, whatever the thresholds
+    /// (a member without long-term support reached by a run to an LTS-only minor).
+    pub fn fails_the_run(self) -> bool {
+        self == ErrorCode::LongTermSupportRequired
+    }
+
     /// The code as it appears in JSON and in JS errors.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -168,9 +168,12 @@
 //! - Profiles: creating one, or changing its channel, `targetKubernetesVersion` or
 //!   `longTermSupport`, sets its baseline at the current target and starts nothing (the next
 //!   release that moves the target does; `generateUpdateRun` acts now). Re-enabling one catches
-//!   up on releases it missed while disabled. `generateUpdateRun` on a disabled profile is
-//!   refused (`InvalidState`), and returns the run that exists for the current target (not
-//!   started, or running) as it is.
+//!   up on releases it missed while disabled, and on members that joined behind its target
+//!   meanwhile. `generateUpdateRun` on a disabled profile is refused (`InvalidState`); it
+//!   returns the run that exists for the current target and has not ended for good (not
+//!   started, running, or Stopped / Failed: resume it) as it is, and supersedes the profile's
+//!   older runs never started. A run it creates for a target that waits for the profile's
+//!   running run is started when that run ends, as the release would have.
 //! - A generated run is one per profile at a time while it is Running or Stopping: Stopped,
 //!   Failed, Completed and Skipped runs have ended, and the newest waiting target then runs. A
 //!   user cannot start (or resume) a generated run while another of the same profile runs.
@@ -186,13 +189,22 @@
 //!   `MinorVersionSkip` (a manual run must bring it closer); in a manual run it fails as before.
 //!   A member is "behind" (and can trigger a run) only if the target would move it.
 //! - A run whose target minor is `LTSOnly` fails each member without long-term support with
-//!   `LongTermSupportRequired`, whoever created the run. Rapid and Stable follow minors in
-//!   community support only; `TargetKubernetesVersion` targets an `LTSOnly` minor only with
-//!   `longTermSupport`, and never an `EndOfSupport` minor.
-//! - Kubernetes channels generate `Full` runs with the profile's node image selection; the
-//!   `NodeImage` channel `NodeImageOnly` runs that also move pools made from snapshots; the
-//!   `SecurityPatch` channel `NodeImageOnly` runs with exactly the newest security-patch image
-//!   of each Linux family (Windows pools are left alone, and the member's message says why).
+//!   `LongTermSupportRequired`, whoever created the run, and that fails the run whatever its
+//!   thresholds (spec section 8: such a member "fails the run"; when a threshold was exceeded
+//!   first, the run's error says so). Rapid and Stable follow minors in community support only;
+//!   `TargetKubernetesVersion` targets an `LTSOnly` minor only with `longTermSupport`, and
+//!   never an `EndOfSupport` minor.
+//! - Kubernetes channels generate `Full` runs with the profile's node image selection. The
+//!   `NodeImage` and `SecurityPatch` channels generate `NodeImageOnly` runs pinned to exactly
+//!   the channel's images (the newest of each family; the newest security patch of each Linux
+//!   family), so a member whose region has not got its image yet waits for it
+//!   (`VersionNotInRegion`) instead of being settled with what its region has; they take no
+//!   `nodeImageSelection` (refused, as Azure's CLI refuses it for NodeImage). Pools made from
+//!   snapshots move; under SecurityPatch, Windows pools are left alone and the member's message
+//!   says why.
+//! - A closed maintenance window never ends a run by itself: the member waits, Pending, saying
+//!   when it opens. A member outside its windows for a whole run is one the operator finished
+//!   the run without (skipped, or the run stopped): the profile's next run includes it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -13,9 +13,13 @@
 //! - `TargetKubernetesVersion`: the latest patch of the pinned `x.y`; an `LTSOnly` minor only
 //!   with `longTermSupport`; never an `EndOfSupport` minor.
 //! - `NodeImage`: the newest image of every image family the covered pools run
-//!   (`NodeImageOnly` runs with the profile's selection; pools made from snapshots move too).
+//!   (`NodeImageOnly` runs pinned to exactly those images, so a member whose region has not got
+//!   its image yet waits for it; pools made from snapshots move too).
 //! - `SecurityPatch`: the newest security-patch image of every family the covered **Linux**
-//!   pools run (`NodeImageOnly` runs with exactly those images; Windows pools are left alone).
+//!   pools run (`NodeImageOnly` runs pinned to those images; Windows pools are left alone).
+//!
+//! Node image channels take no `nodeImageSelection` (as Azure's CLI refuses it for NodeImage):
+//! their runs are pinned to the channel's images.
 
 use crate::catalog::Catalog;
 use crate::model::{
@@ -158,16 +162,14 @@ pub fn resolve(
             "no image of the pools' image families is in the release catalog".to_string()
         });
     }
-    let node_image_selection = if security {
-        NodeImageSelection {
-            selection_type: NodeImageSelectionType::Custom,
-            custom_node_image_versions: versions
-                .iter()
-                .map(|v| CustomNodeImageVersion { version: v.clone() })
-                .collect(),
-        }
-    } else {
-        plain(selection)
+    // Pinned to the target images: a member whose region does not have its family's yet waits
+    // for it (VersionNotInRegion), rather than being settled with what its region has.
+    let node_image_selection = NodeImageSelection {
+        selection_type: NodeImageSelectionType::Custom,
+        custom_node_image_versions: versions
+            .iter()
+            .map(|v| CustomNodeImageVersion { version: v.clone() })
+            .collect(),
     };
     Ok(ChannelTarget {
         update: ManagedClusterUpdate {

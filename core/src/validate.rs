@@ -421,7 +421,15 @@ pub fn validate_profile(path: &str, p: &AutoUpgradeProfile, errors: &mut Errors)
         );
     }
     if let Some(sel) = &p.node_image_selection {
-        if sel.selection_type == NodeImageSelectionType::Custom {
+        if !p.channel.is_kubernetes() {
+            errors.push(
+                join(path, "nodeImageSelection"),
+                format!(
+                    "is not allowed with the {:?} channel: its runs take exactly the channel's newest images (each member waits until its region has them)",
+                    p.channel
+                ),
+            );
+        } else if sel.selection_type == NodeImageSelectionType::Custom {
             errors.push(
                 join(path, "nodeImageSelection.type"),
                 "Custom is not allowed for an auto-upgrade profile: use Latest or Consistent",

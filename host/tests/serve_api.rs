@@ -888,9 +888,9 @@ fn least_role(operation_id: &str) -> Role {
     match operation_id {
         "members_put" | "members_patch" | "members_delete" | "strategies_put"
         | "strategies_delete" | "runs_put" | "runs_delete" | "runs_start" | "runs_stop"
-        | "runs_skip" | "runs_retry" | "profiles_generate" => Role::Operator,
+        | "runs_skip" | "runs_retry" => Role::Operator,
         "gates_patch" | "gates_approve" => Role::Approver,
-        "freezes_put" | "profiles_put" | "profiles_delete" => Role::Admin,
+        "freezes_put" | "profiles_put" | "profiles_delete" | "profiles_generate" => Role::Admin,
         _ => Role::Viewer,
     }
 }

@@ -2,7 +2,7 @@
 //! real data directory: a release dated in the simulated provider's calendar reaches the
 //! catalog at its fleet time and the profile's run is generated and started then, listed like
 //! any run, and completes; `generateUpdateRun` answers 200 with the run's id or 204; bad
-//! profiles are problems naming the field; profiles take the admin role.
+//! profiles are problems naming the field; profiles (and generating) take the admin role.
 
 mod daemon_support;
 mod http_support;
@@ -193,15 +193,18 @@ fn generate_update_run_returns_the_runs_id_and_the_same_run_twice_and_a_disabled
         json!({"properties": {"channel": "Rapid"}}),
     );
     assert_eq!(r.status, 201, "{}", r.body);
-    let gen = |name: &str| {
+    let gen_as = |name: &str, token: &str| {
         d.call(
             "POST",
             &format!("/autoUpgradeProfiles/{name}/generateUpdateRun"),
-            Some(OPERATOR),
+            Some(token),
             &[],
             None,
         )
     };
+    let gen = |name: &str| gen_as(name, ADMIN);
+    // Profiles, generateUpdateRun included, are the admin's (api.md section 4).
+    assert_eq!(gen_as("fast", OPERATOR).status, 403);
     // Each release generates and starts a run; while it runs, generateUpdateRun returns it
     // (200 with its id, the same twice); once every member is at the target, 204.
     let mut seen_running = false;
@@ -277,8 +280,12 @@ fn bad_profiles_are_problems_naming_the_field_and_profiles_take_the_admin_role()
             "properties.targetKubernetesVerison",
         ),
         (
-            json!({"properties": {"channel": "NodeImage", "nodeImageSelection": {"type": "Custom"}}}),
+            json!({"properties": {"channel": "Rapid", "nodeImageSelection": {"type": "Custom"}}}),
             "properties.nodeImageSelection.type",
+        ),
+        (
+            json!({"properties": {"channel": "NodeImage", "nodeImageSelection": {"type": "Latest"}}}),
+            "properties.nodeImageSelection",
         ),
         (
             json!({"properties": {"channel": "Rapid", "updateStrategyId": "/fleets/default/updateStrategies/missing"}}),

@@ -9,6 +9,9 @@
 //! - at most one generated run per profile is running (Running, Pending or Stopping);
 //! - a member is in flight in at most one run (one upgrade authority, across profiles and the
 //!   manual run);
+//! - in every run, as in the single-run properties (`properties.rs`): members in flight within
+//!   the resolved `maxConcurrency` of their group and stage, and `failureCount` = the Failed
+//!   members at run, stage and group level;
 //! - a generated run targets only GA versions that were in the catalog when it was generated,
 //!   and is announced (`RunGenerated`) before it starts;
 //! - time never goes backwards, and the simulation ends within a bounded number of steps;
@@ -337,9 +340,11 @@ fn build(g: &Gen) -> Scenario {
                 name: format!("p{i}"),
                 channel,
                 update_strategy_name: p.strategy.then(|| "rings".to_string()),
-                node_image_selection: p.consistent.then_some(AutoUpgradeNodeImageSelection {
-                    selection_type: NodeImageSelectionType::Consistent,
-                }),
+                node_image_selection: (p.consistent && channel.is_kubernetes()).then_some(
+                    AutoUpgradeNodeImageSelection {
+                        selection_type: NodeImageSelectionType::Consistent,
+                    },
+                ),
                 disabled: p.disabled,
                 target_kubernetes_version: tkv.then(|| format!("1.{}", p.tkv)),
                 long_term_support: tkv && p.lts,
@@ -512,6 +517,53 @@ fn check_step(sim: &Simulation, from: usize, last: &mut Timestamp) -> Result<(),
     }
     if let Some((p, runs)) = running.iter().find(|(_, r)| r.len() > 1) {
         return Err(format!("profile {p} has {runs:?} running at once"));
+    }
+    // In every run (as in the single-run properties): members in flight within the resolved
+    // maxConcurrency of their group and stage, and failureCount = Failed members at every level.
+    let names: Vec<String> = engine.run_names().map(str::to_string).collect();
+    for run in &names {
+        let status = engine.run_status(run).map_err(|e| e.to_string())?;
+        let mut run_failed = 0;
+        for st in &status.stages {
+            let (mut stage_running, mut stage_failed) = (0, 0);
+            for g in &st.groups {
+                let count = |s: State| g.members.iter().filter(|m| m.status.state == s).count();
+                let (running, failed) = (count(State::Running), count(State::Failed));
+                if running as u32 > g.max_concurrency {
+                    return Err(format!(
+                        "{run}/{}: {running} in flight, maxConcurrency {}",
+                        g.name, g.max_concurrency
+                    ));
+                }
+                if g.failure_count as usize != failed {
+                    return Err(format!(
+                        "{run}/{}: failureCount {} but {failed} Failed",
+                        g.name, g.failure_count
+                    ));
+                }
+                stage_running += running;
+                stage_failed += failed;
+            }
+            if stage_running as u32 > st.max_concurrency {
+                return Err(format!(
+                    "{run}/{}: {stage_running} in flight, maxConcurrency {}",
+                    st.name, st.max_concurrency
+                ));
+            }
+            if st.failure_count as usize != stage_failed {
+                return Err(format!(
+                    "{run}/{}: failureCount {} but {stage_failed} Failed",
+                    st.name, st.failure_count
+                ));
+            }
+            run_failed += stage_failed;
+        }
+        if status.failure_count as usize != run_failed {
+            return Err(format!(
+                "{run}: failureCount {} but {run_failed} Failed",
+                status.failure_count
+            ));
+        }
     }
     // One upgrade authority: a member in flight in at most one run.
     let mut in_flight = BTreeSet::new();

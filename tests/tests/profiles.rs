@@ -291,6 +291,9 @@ fn target_1_29_with_lts_while_the_community_supports_up_to_1_33_targets_1_29_5_a
     );
     let r = sim(&yaml);
     assert_eq!(generated(&r)[0].1, v(&["1.29.5"]));
+    let run = &r.runs[0].status.status;
+    assert_eq!(run.state, State::Failed);
+    assert_eq!(run.error.as_ref().unwrap().code, "FailureThresholdExceeded");
     let plain = run_member(&r, "lts-1-29-5", "plain");
     assert_eq!(plain.status.state, State::Failed);
     let err = plain.status.error.as_ref().unwrap();
@@ -946,9 +949,10 @@ fn a_stopped_member_is_included_in_the_next_generated_run() {
 
 #[test]
 fn a_member_outside_its_windows_for_the_whole_run_is_included_in_the_next_generated_run() {
-    // `w` only opens on Saturdays; the run reaches it on Tuesday, and the operator skips it to
-    // let the run finish. The next release (the following Monday) finds it behind and the
-    // run started then waits for its window and upgrades it.
+    // A closed window never ends a run by itself (the member waits, Pending, saying when it
+    // opens): `w` only opens on Saturdays, the run reaches it on Tuesday, and the operator skips
+    // it so that the run finishes without it. The next release (the following Monday) finds it
+    // behind, and the run started then waits for its window and upgrades it.
     let yaml = format!(
         "{}{}strategies:\n  - {{name: rings, strategy: {{stages: [{{name: all, memberSelector: {{byLabel: \"waverun.dev/region\"}}, maxConcurrency: \"1\"}}]}}}}\n{}actions:\n  - {{at: 2026-12-08T02:00:00Z, do: skip, run: patches-1-30-5, targets: [\"Member:w\"]}}\n",
         members(&[
@@ -1211,8 +1215,12 @@ fn profile_fields_break_their_rules_with_errors_naming_the_field() {
             "longTermSupport: is only allowed",
         ),
         (
-            "channel: NodeImage, nodeImageSelection: {type: Custom}",
+            "channel: Rapid, nodeImageSelection: {type: Custom}",
             "Custom is not allowed",
+        ),
+        (
+            "channel: NodeImage, nodeImageSelection: {type: Latest}",
+            "nodeImageSelection: is not allowed with the NodeImage channel",
         ),
         (
             "channel: Rapid, updateStrategyName: Rings",
@@ -1367,4 +1375,136 @@ fn with_profiles_a_rejected_action_names_the_run_it_was_for() {
         .collect();
     // generateUpdateRun with nothing behind is not refused: it generates nothing.
     assert_eq!(rejected, ["ghost"]);
+}
+
+#[test]
+fn a_member_without_lts_fails_a_run_to_an_lts_only_minor_whatever_its_failure_threshold() {
+    let yaml = format!(
+        "{}{}  minors:\n    - {{minor: \"1.29\", support: LTSOnly}}\nstrategies:\n  - {{name: tolerant, strategy: {{stages: [{{name: all, memberSelector: {{byLabel: \"waverun.dev/region\"}}, maxConcurrency: \"1\", maxAllowedFailures: \"100%\"}}]}}}}\n{}",
+        members(&[
+            member_in("a-lts", "1.29.3", "eastus", ", longTermSupport: true"),
+            member("b-plain", "1.29.3"),
+            member_in("c-lts", "1.29.3", "eastus", ", longTermSupport: true"),
+        ]),
+        kubernetes(&[
+            ("1.29.3", "2026-11-01T00:00:00Z", ""),
+            ("1.29.5", "2026-12-08T00:00:00Z", ""),
+            ("1.33.1", "2026-11-01T00:00:00Z", ""),
+        ]),
+        profile("name: lts, channel: TargetKubernetesVersion, targetKubernetesVersion: \"1.29\", longTermSupport: true, updateStrategyName: tolerant")
+    );
+    let r = sim(&yaml);
+    let run = &r.runs[0].status.status;
+    assert_eq!(
+        run.state,
+        State::Failed,
+        "100% allowed failures do not save it"
+    );
+    let err = run.error.as_ref().unwrap();
+    assert_eq!(err.code, "LongTermSupportRequired");
+    assert!(err.message.contains("b-plain"), "{}", err.message);
+    // b-plain is failed when its group begins (it needs no slot): nothing starts after it.
+    for m in ["a-lts", "c-lts"] {
+        assert_eq!(
+            run_member(&r, "lts-1-29-5", m).status.state,
+            State::NotStarted
+        );
+    }
+}
+
+#[test]
+fn a_node_image_reaching_regions_days_apart_is_waited_for_in_each_region_not_skipped() {
+    let r = sim(&format!(
+        r#"members:
+  - {{name: east, region: eastus, kubernetesVersion: 1.30.4, nodePools: [{{name: linux, osType: Linux, imageVersion: {LINUX}-202411.03.0}}]}}
+  - {{name: west, region: westeurope, kubernetesVersion: 1.30.4, nodePools: [{{name: linux, osType: Linux, imageVersion: {LINUX}-202411.03.0}}]}}
+releases:
+  kubernetes: [{{version: 1.30.4, available: {{'*': 2026-11-01T00:00:00Z}}}}]
+  nodeImages:
+    - {{version: {LINUX}-202411.03.0, available: {{'*': 2026-11-01T00:00:00Z}}}}
+    - {{version: {LINUX}-202412.01.0, available: {{eastus: 2026-12-08T00:00:00Z, westeurope: 2026-12-10T00:00:00Z}}}}
+{}"#,
+        profile("name: images, channel: NodeImage")
+    ));
+    let gens = generated(&r);
+    assert_eq!(gens.len(), 1, "{gens:?}");
+    let run = &gens[0].0;
+    let west = run_member(&r, run, "west");
+    assert_eq!(west.status.state, State::Completed);
+    assert_eq!(west.status.start_time, Some(t("2026-12-10T00:00:00Z")));
+    let wait = r
+        .timeline
+        .iter()
+        .find(|e| e.kind() == EventKind::MemberPending && e.member() == Some("west"))
+        .expect("west waits for its region");
+    assert_eq!(wait.reason(), Some(Reason::VersionNotInRegion));
+    assert_eq!(wait.until(), Some(t("2026-12-10T00:00:00Z")));
+}
+
+#[test]
+fn a_run_generated_by_hand_for_a_target_that_waits_is_started_when_the_running_run_ends() {
+    let sc = scenario(&patches_fleet("", "").replace(
+        "    - {version: 1.30.5, available: {'*': 2026-12-08T00:00:00Z}}\n",
+        "    - {version: 1.30.5, available: {'*': 2026-12-08T00:00:00Z}}\n    - {version: 1.30.6, available: {'*': 2026-12-08T01:00:00Z}}\n",
+    ));
+    let mut sim = Simulation::new(&sc).unwrap();
+    while sim.now() < t("2026-12-08T02:00:00Z") && sim.step() {}
+    // 1.30.6 waits for patches-1-30-5; generateUpdateRun creates its run now, not started.
+    sim.driver()
+        .handle_input(
+            t("2026-12-08T02:00:00Z"),
+            Input::Command(Command::GenerateUpdateRun {
+                profile: "patches".into(),
+            }),
+        )
+        .unwrap();
+    sim.drain();
+    assert_eq!(
+        sim.engine().run_state("patches-1-30-6"),
+        Some(State::NotStarted)
+    );
+    while sim.step() {}
+    // When the first run ended, that run was started (a release generates and starts its run).
+    assert_eq!(
+        sim.engine().run_state("patches-1-30-5"),
+        Some(State::Completed)
+    );
+    assert_eq!(
+        sim.engine().run_state("patches-1-30-6"),
+        Some(State::Completed)
+    );
+    assert_eq!(sim.engine().run_names().count(), 2);
+}
+
+#[test]
+fn a_member_that_joins_while_its_profile_is_disabled_is_caught_up_when_it_is_enabled_again() {
+    let sc = scenario(&patches_fleet("", ""));
+    let mut sim = Simulation::new(&sc).unwrap();
+    while sim.now() < t("2026-12-09T00:00:00Z") && sim.step() {}
+    assert_eq!(
+        sim.engine().run_state("patches-1-30-5"),
+        Some(State::Completed)
+    );
+    let mut p = sc.profiles[0].clone();
+    p.disabled = true;
+    let late: waverun_core::Member = from_str(
+        &format!("{{name: late, region: eastus, kubernetesVersion: 1.30.2, nodePools: [{{name: system, osType: Linux, imageVersion: {LINUX}-202411.03.0}}]}}"),
+        Format::Yaml,
+    )
+    .unwrap();
+    let at = t("2026-12-09T00:00:00Z");
+    let e = sim.driver();
+    e.handle_command_at(at, Command::UpsertProfile { profile: p.clone() })
+        .unwrap();
+    e.handle_command_at(at, Command::UpsertMember { member: late })
+        .unwrap();
+    assert_eq!(
+        e.run_state("patches-1-30-5-2"),
+        None,
+        "disabled: nothing yet"
+    );
+    p.disabled = false;
+    e.handle_command_at(at, Command::UpsertProfile { profile: p })
+        .unwrap();
+    assert_eq!(e.run_state("patches-1-30-5-2"), Some(State::Running));
 }

@@ -95,6 +95,29 @@ impl Engine {
         self.emit(ev);
     }
 
+    /// A member that can never take the run's target (an LTS-only minor without long-term
+    /// support) fails the run, whatever its thresholds (spec section 8): its stage is Failed
+    /// and the run drains, then is Failed with the member's error code.
+    pub(super) fn fail_run_for_member(
+        &mut self,
+        name: &str,
+        si: usize,
+        code: ErrorCode,
+        why: &str,
+    ) {
+        let run = &self.runs[name];
+        if !run.active() || run.stopping == Some(StopCause::Failure) {
+            return; // failing (or failed) already: a threshold was exceeded first
+        }
+        self.mark_stage_failed(name, si, why);
+        let run = self.runs.get_mut(name).expect("run");
+        run.node.error = Some(StatusError {
+            code: code.to_string(),
+            message: why.to_string(),
+        });
+        self.halt_for_failure(name);
+    }
+
     /// A threshold was exceeded: no new work anywhere in the run from now on; in-flight
     /// upgrades finish (the run is Stopping), then the run is Failed (see `finish_stop`).
     pub(super) fn halt_for_failure(&mut self, name: &str) {

@@ -95,8 +95,14 @@ impl Engine {
             Error::new(ErrorCode::InvalidState, m) // unreachable: the preview resolved it
         })?;
         debug_assert_eq!(target.versions, versions);
+        // A new target that waits for the profile's running run stays a new target: when that
+        // run ends, the run created here is started (a release generates and starts its run).
+        let waiting = self
+            .runs
+            .values()
+            .any(|r| r.generated_by(profile) && r.active());
         let result = self.generate(&spec, &target, Trigger::Manual);
-        if let Some(rt) = self.profiles.get_mut(profile) {
+        if let (false, Some(rt)) = (waiting, self.profiles.get_mut(profile)) {
             rt.seen = Some(target.versions);
             rt.catch_up = false;
         }
@@ -120,11 +126,13 @@ impl Engine {
             Ok(t) => t,
             Err(message) => return Ok(Generation::Nothing { message }),
         };
+        // The run for this target that has not ended for good: not started, running, or
+        // Stopped / Failed (it can be resumed).
         let existing = self.runs.iter().find(|(_, r)| {
             r.generated
                 .as_ref()
                 .is_some_and(|g| g.profile == profile && g.versions == target.versions)
-                && (r.node.state == State::NotStarted || r.active())
+                && !matches!(r.node.state, State::Completed | State::Skipped)
         });
         if let Some((run, _)) = existing {
             return Ok(Generation::Existing { run: run.clone() });
@@ -189,11 +197,9 @@ impl Engine {
 
     /// A member joined the fleet: every enabled profile it is behind owes a catch-up run.
     pub(super) fn member_joined(&mut self, member: &str) {
+        // Disabled profiles too: re-enabled, they catch up on the member.
         let mut due = Vec::new();
         for (name, rt) in &self.profiles {
-            if rt.spec.disabled {
-                continue;
-            }
             let Ok(target) = self.target_of(&rt.spec) else {
                 continue;
             };
@@ -302,8 +308,8 @@ impl Engine {
             Trigger::Manual => "generateUpdateRun",
         }
         .to_string()];
-        // A run generated before and never started: the same target is started as it is;
-        // an older one is superseded.
+        // A run generated before and never started: the same target is started as it is; an
+        // older one is superseded (deleted once the new one exists).
         let unstarted: Vec<(String, bool)> = self
             .runs
             .iter()
@@ -317,19 +323,26 @@ impl Engine {
             })
             .collect();
         let mut reuse = None;
-        if start {
-            for (run, same) in unstarted {
-                if same {
-                    reuse = Some(run);
-                } else if self.delete_run(&run).is_ok() {
-                    notes.push(format!("supersedes run {run}, never started"));
-                }
+        let mut superseded = Vec::new();
+        for (run, same) in unstarted {
+            if same {
+                reuse = Some(run);
+            } else {
+                notes.push(format!("supersedes run {run}, never started"));
+                superseded.push(run);
             }
         }
         let result = match reuse {
-            Some(run) => self.start_run(&run).map(|()| run),
+            Some(run) if start => self.start_run(&run).map(|()| run),
+            Some(run) => Ok(run),
             None => self.create_generated(p, target, start, notes.join("; ")),
         };
+        if result.is_ok() {
+            for run in superseded {
+                // Never started: nothing refuses its deletion.
+                let _ = self.delete_run(&run);
+            }
+        }
         let now = self.now;
         let rt = self.profiles.get_mut(&p.name).expect("exists");
         let s = &mut rt.status;

@@ -311,6 +311,7 @@ impl Engine {
         let target = run.target.clone();
         let stage_name = run.stages[si].tier.name.clone();
         let mut failures = 0;
+        let mut fatal = None;
         let g = &mut run.stages[si].groups[gi];
         for mi in 0..g.members.len() {
             let m = &mut g.members[mi];
@@ -333,6 +334,9 @@ impl Engine {
                     outputs.push_back(skipped);
                 }
                 Decision::Fail { code, message } => {
+                    if code.fails_the_run() && fatal.is_none() {
+                        fatal = Some((code, format!("member \"{}\": {message}", m.name)));
+                    }
                     let failed = fail_member(g, mi, now, name, &stage_name, code, message);
                     outputs.push_back(failed);
                     failures += 1;
@@ -341,6 +345,9 @@ impl Engine {
         }
         for _ in 0..failures {
             self.count_failure(name, si, gi);
+        }
+        if let Some((code, why)) = fatal {
+            self.fail_run_for_member(name, si, code, &why);
         }
         self.sweep_blocked(name, si, gi);
     }

@@ -362,8 +362,12 @@ impl Engine {
             }
             Decision::Fail { code, message } => {
                 let mi = mi as usize;
+                let why = format!("member \"{}\": {message}", g.members[mi].name);
                 outputs.push_back(fail_member(g, mi, now, name, stage_name, code, message));
                 self.count_failure(name, si, gi);
+                if code.fails_the_run() {
+                    self.fail_run_for_member(name, si, code, &why);
+                }
                 self.settle_group(name, si, gi);
             }
         }

@@ -601,7 +601,7 @@ fn operations() -> Vec<Op> {
         op(Get, "/autoUpgradeProfiles/{name}", "profiles_show", "Show an auto-upgrade profile with its status", "viewer", name, None, ("200", "AutoUpgradeProfileResource", JSON)),
         op(Put, "/autoUpgradeProfiles/{name}", "profiles_put", "Create or replace an auto-upgrade profile", "admin", name, Some("AutoUpgradeProfilePut"), ("200", "AutoUpgradeProfileResource", JSON)),
         op(Delete, "/autoUpgradeProfiles/{name}", "profiles_delete", "Delete an auto-upgrade profile (its runs stay)", "admin", name, None, ("204", "", "")),
-        op(Post, "/autoUpgradeProfiles/{name}/generateUpdateRun", "profiles_generate", "Create (not start) the run for the profile's current target; 204 when there is nothing to generate", "operator", name, Some("EmptyBody"), ("200", "GenerateResponse", JSON)),
+        op(Post, "/autoUpgradeProfiles/{name}/generateUpdateRun", "profiles_generate", "Create (not start) the run for the profile's current target; 204 when there is nothing to generate", "admin", name, Some("EmptyBody"), ("200", "GenerateResponse", JSON)),
         op(Get, "/gates", "gates_list", "List gates ($filter=state eq Pending, run=NAME)", "viewer", &["fleet", "$filter", "run", "$top", "$skipToken"], None, ("200", "GateList", JSON)),
         op(Get, "/gates/{name}", "gates_show", "Show a gate", "viewer", name, None, ("200", "GateResource", JSON)),
         op(Patch, "/gates/{name}", "gates_patch", "Complete a gate ({\"properties\":{\"state\":\"Completed\"}})", "approver", name, Some("GatePatch"), ("200", "GateResource", JSON)),

@@ -1,8 +1,8 @@
 //! `autoUpgradeProfiles`: profiles as written (Azure's properties: `channel`,
 //! `updateStrategyId`, `nodeImageSelection`, `disabled`, `targetKubernetesVersion`,
 //! `longTermSupport`) with the engine's `autoUpgradeProfileStatus`, and `generateUpdateRun`.
-//! Creating, changing and deleting a profile takes the admin role (api.md section 4);
-//! generating a run (not started) takes an operator's.
+//! Everything that changes profiles, `generateUpdateRun` included, takes the admin role (api.md
+//! section 4: "admin (everything, freezes, profiles)").
 
 use super::envelope::{self, audit, envelope, list_stored, refuse, show_stored};
 use super::envelope::{store_problem, stored_body, written, Paging, Preconditions};
@@ -248,7 +248,7 @@ pub(super) async fn generate(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let caller = st.caller(&fleet, &headers, Need::Administer)?;
     let pre = Preconditions::of(&headers);
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &name);

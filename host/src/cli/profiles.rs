@@ -65,7 +65,8 @@ pub enum ProfileCmd {
         /// The strategy's name (waverun's shorthand for --update-strategy-id).
         #[arg(long, value_name = "NAME")]
         update_strategy_name: Option<String>,
-        /// How node images are chosen (not with --channel NodeImage, as in Azure's CLI).
+        /// How node images are chosen in Full runs (not with the NodeImage and SecurityPatch
+        /// channels, whose runs take the channel's images).
         #[arg(long, value_enum)]
         node_image_selection: Option<Selection>,
         /// The minor to follow, "x.y" (only, and required, with TargetKubernetesVersion).
@@ -249,12 +250,14 @@ pub fn profile(cmd: ProfileCmd, out: &mut dyn Write) -> Result<(), CliError> {
             disabled,
             conn,
         } => {
-            if channel == Channel::NodeImage && node_image_selection.is_some() {
-                return Err(CliError::Usage(
-                    "--node-image-selection must not be given with --channel NodeImage \
-                     (as in Azure's CLI)"
-                        .to_string(),
-                ));
+            if matches!(channel, Channel::NodeImage | Channel::SecurityPatch)
+                && node_image_selection.is_some()
+            {
+                return Err(CliError::Usage(format!(
+                    "--node-image-selection must not be given with --channel {channel:?}: its \
+                     runs take exactly the channel's newest images (as Azure's CLI refuses it \
+                     for NodeImage)"
+                )));
             }
             let ctx = conn.connect()?;
             let mut properties = json!({
