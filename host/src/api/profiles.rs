@@ -99,6 +99,23 @@ fn render(w: &mut Worker, fleet: &str, meta: &ResourceMeta) -> Result<(Value, St
     Ok(envelope(fleet, meta, p))
 }
 
+/// 404 unless the profile exists, 412 unless `If-Match` holds for it as `show` gives it.
+fn exists_as_shown(
+    w: &mut Worker,
+    fleet: &str,
+    name: &str,
+    pre: &Preconditions,
+) -> Result<(), Problem> {
+    let stored = w.engine().stored().resource(KIND, name);
+    match stored.map_err(store_problem)? {
+        None => Err(Problem::not_found("auto-upgrade profile", name)),
+        Some(m) => {
+            let etag = render(w, fleet, &m)?.1;
+            pre.check(Some(&etag))
+        }
+    }
+}
+
 pub(super) async fn list(
     State(st): State<Arc<ApiState>>,
     Path(fleet): Path<String>,
@@ -211,19 +228,7 @@ pub(super) async fn delete(
     let target = envelope::resource_id(&fleet, KIND, &name);
     st.engine(move |w| {
         let entry = audit(&caller, "autoUpgradeProfiles.delete", &target, &request_id);
-        let existing = w
-            .engine()
-            .stored()
-            .resource(KIND, &name)
-            .map_err(store_problem)?;
-        let check = match &existing {
-            None => Err(Problem::not_found("auto-upgrade profile", &name)),
-            Some(m) => {
-                let etag = render(w, &fleet, m)?.1;
-                pre.check(Some(&etag))
-            }
-        };
-        if let Err(p) = check {
+        if let Err(p) = exists_as_shown(w, &fleet, &name, &pre) {
             return Err(refuse(w, entry, p));
         }
         let extras = Extras {
@@ -261,19 +266,7 @@ pub(super) async fn generate(
                 &target,
                 &request_id,
             );
-            let existing = w
-                .engine()
-                .stored()
-                .resource(KIND, &name)
-                .map_err(store_problem)?;
-            let check = match &existing {
-                None => Err(Problem::not_found("auto-upgrade profile", &name)),
-                Some(m) => {
-                    let etag = render(w, &f, m)?.1;
-                    pre.check(Some(&etag))
-                }
-            };
-            if let Err(p) = check {
+            if let Err(p) = exists_as_shown(w, &f, &name, &pre) {
                 return Err(refuse(w, entry, p));
             }
             let preview = w
