@@ -24,7 +24,9 @@ use super::tree::Generated;
 use super::{not_found, Engine};
 use crate::error::{Error, ErrorCode, Errors};
 use crate::event::{Event, Fact};
-use crate::model::{AutoUpgradeProfile, Member, OsType, UpdateRunSpec, UpgradeChannel};
+use crate::model::{
+    AutoUpgradeProfile, Member, OsType, UpdateRunSpec, UpdateStrategy, UpgradeChannel,
+};
 use crate::plan::{assign, default_strategy};
 use crate::profile::{
     generated_run_name, resolve, ChannelTarget, Generation, NextTarget, ProfilePlan, ProfileRt,
@@ -195,18 +197,31 @@ impl Engine {
         Ok(out)
     }
 
-    /// A member joined the fleet: every enabled profile it is behind owes a catch-up run.
+    /// A member joined the fleet: every profile it is behind owes a catch-up run (disabled
+    /// ones too: re-enabled, they catch up on it). Costs O(profiles), not O(fleet): whether a
+    /// strategy takes a member depends on that member alone, and so does whether it is behind
+    /// (for node images, the targets of its own pools' families).
     pub(super) fn member_joined(&mut self, member: &str) {
-        // Disabled profiles too: re-enabled, they catch up on the member.
+        let Some(rec) = self.members.get(member) else {
+            return;
+        };
+        let m = &rec.spec;
         let mut due = Vec::new();
         for (name, rt) in &self.profiles {
-            let Ok(target) = self.target_of(&rt.spec) else {
+            let Ok(strategy) = self.strategy_of(&rt.spec) else {
                 continue;
             };
-            let in_scope = self
-                .scope(&rt.spec)
-                .is_ok_and(|s| s.iter().any(|m| m.name == member));
-            if in_scope && behind(&self.members[member].spec, &rt.spec, &target) {
+            let in_scope = assign(&[m], &strategy)
+                .is_ok_and(|a| a.stages.iter().flatten().any(|g| !g.is_empty()));
+            if !in_scope {
+                continue;
+            }
+            let target = if rt.spec.channel.is_kubernetes() {
+                self.target_of(&rt.spec)
+            } else {
+                resolve(&rt.spec, &self.catalog, &families(&[m]), self.now)
+            };
+            if target.is_ok_and(|t| behind(m, &rt.spec, &t)) {
                 due.push(name.clone());
             }
         }
@@ -431,7 +446,17 @@ impl Engine {
     /// The members a profile covers: those its strategy (or the default one-by-one strategy)
     /// assigns, by name.
     fn scope(&self, p: &AutoUpgradeProfile) -> Result<Vec<&Member>, Error> {
-        let strategy = match &p.update_strategy_name {
+        let strategy = self.strategy_of(p)?;
+        let members: Vec<&Member> = self.members.values().map(|r| &r.spec).collect();
+        let a = assign(&members, &strategy)?;
+        let mut idx: Vec<u32> = a.stages.iter().flatten().flatten().copied().collect();
+        idx.sort_unstable();
+        Ok(idx.into_iter().map(|i| members[i as usize]).collect())
+    }
+
+    /// The strategy a profile's runs go through (the default one-by-one strategy without one).
+    fn strategy_of(&self, p: &AutoUpgradeProfile) -> Result<UpdateStrategy, Error> {
+        match &p.update_strategy_name {
             Some(n) => self.strategies.get(n).cloned().ok_or_else(|| {
                 let mut e = Errors::default();
                 e.push(
@@ -441,39 +466,36 @@ impl Engine {
                 let mut err = e.into_result().expect_err("one error");
                 err.code = ErrorCode::NotFound;
                 err
-            })?,
-            None => default_strategy(),
-        };
-        let members: Vec<&Member> = self.members.values().map(|r| &r.spec).collect();
-        let a = assign(&members, &strategy)?;
-        let mut idx: Vec<u32> = a.stages.iter().flatten().flatten().copied().collect();
-        idx.sort_unstable();
-        Ok(idx.into_iter().map(|i| members[i as usize]).collect())
+            }),
+            None => Ok(default_strategy()),
+        }
     }
 
     /// What `p` targets now (the families its pools run come from the members it covers, or
     /// from every member when its strategy cannot be resolved).
     fn target_of(&self, p: &AutoUpgradeProfile) -> Result<ChannelTarget, String> {
-        let mut families = BTreeMap::new();
-        if !p.channel.is_kubernetes() {
-            let all: Vec<&Member>;
-            let members = match self.scope(p) {
-                Ok(s) => s,
-                Err(_) => {
-                    all = self.members.values().map(|r| &r.spec).collect();
-                    all
-                }
-            };
-            for m in members {
-                for pool in &m.node_pools {
-                    if let Some(f) = image_family(&pool.image_version) {
-                        families.entry(f.to_string()).or_insert(pool.os_type);
-                    }
-                }
-            }
+        if p.channel.is_kubernetes() {
+            return resolve(p, &self.catalog, &BTreeMap::new(), self.now);
         }
+        let families = match self.scope(p) {
+            Ok(scope) => families(&scope),
+            Err(_) => families(&self.members.values().map(|r| &r.spec).collect::<Vec<_>>()),
+        };
         resolve(p, &self.catalog, &families, self.now)
     }
+}
+
+/// The image families the pools of `members` run, with their OS (the first pool's).
+fn families(members: &[&Member]) -> BTreeMap<String, OsType> {
+    let mut out = BTreeMap::new();
+    for m in members {
+        for pool in &m.node_pools {
+            if let Some(f) = image_family(&pool.image_version) {
+                out.entry(f.to_string()).or_insert(pool.os_type);
+            }
+        }
+    }
+    out
 }
 
 /// Whether `target` would move `m`: its control plane is behind the target by at most one
