@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use waverun_core::sim::Scenario;
 
 /// What the fleet holds once set up: the strategy `rollout`, the run `r1` started and waiting
-/// at its approval gate, and that gate.
+/// at its approval gate, that gate, and the auto-upgrade profile `patches` (disabled, so that
+/// it generates nothing while the test compares what the API serves).
 struct Fixture {
     gate: String,
 }
@@ -40,6 +41,20 @@ fn set_up(d: &Daemon, s: &Scenario) -> Fixture {
     }})
     .to_string();
     let r = d.call("PUT", "/updateRuns/r1", None, &[], Some(&run));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let profile = json!({ "properties": {
+        "channel": "Stable",
+        "updateStrategyId": "/fleets/default/updateStrategies/rollout",
+        "disabled": true,
+    }})
+    .to_string();
+    let r = d.call(
+        "PUT",
+        "/autoUpgradeProfiles/patches",
+        None,
+        &[],
+        Some(&profile),
+    );
     assert_eq!(r.status, 201, "{}", r.body);
     let r = d.call("POST", "/updateRuns/r1/start", None, &[], None);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -79,6 +94,7 @@ fn concrete(path: &str, f: &Fixture) -> String {
         "updateStrategies" => "rollout",
         "updateRuns" => "r1",
         "gates" => f.gate.as_str(),
+        "autoUpgradeProfiles" => "patches",
         other => panic!("which {other} does {path} name?"),
     };
     path.replace("{name}", name)
@@ -179,7 +195,14 @@ fn bodies(op: &str, s: &Scenario) -> Option<(Value, Value, &'static str)> {
         ),
         "runs_retry" => (json!({"name": "r1-again"}), json!({"name": 5}), "name"),
         // An action that takes no body takes an empty object; anything else is refused.
-        "runs_start" | "runs_stop" | "gates_approve" => (json!({}), json!([]), ""),
+        "runs_start" | "runs_stop" | "gates_approve" | "profiles_generate" => {
+            (json!({}), json!([]), "")
+        }
+        "profiles_put" => (
+            json!({"properties": {"channel": "Rapid", "disabled": true}}),
+            json!({"properties": {"channel": 5}}),
+            "properties.channel",
+        ),
         "gates_patch" => (
             json!({"properties": {"state": "Completed"}}),
             json!({"properties": {"state": 5}}),
@@ -195,7 +218,7 @@ fn bodies(op: &str, s: &Scenario) -> Option<(Value, Value, &'static str)> {
             json!({"start": 7}),
             "start",
         ),
-        "members_delete" | "strategies_delete" | "runs_delete" => return None,
+        "members_delete" | "strategies_delete" | "runs_delete" | "profiles_delete" => return None,
         other => panic!("{other}: a mutating operation this test has no bodies for"),
     })
 }
@@ -375,7 +398,7 @@ fn every_mutation_refuses_bad_input_with_a_problem_audits_it_and_changes_nothing
         }
     }
     assert_eq!(
-        operations, 15,
+        operations, 18,
         "every PUT, PATCH, POST and DELETE of the document"
     );
     assert!(checked >= 70, "{checked} cases");

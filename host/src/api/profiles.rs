@@ -252,8 +252,10 @@ pub(super) async fn generate(
     State(st): State<Arc<ApiState>>,
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, Problem> {
     let caller = st.caller(&fleet, &headers, Need::Administer)?;
+    super::no_body(&headers, body)?;
     let pre = Preconditions::of(&headers);
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &name);
