@@ -167,6 +167,28 @@ pub fn document(text: &str, format: Format) -> Result<Document, Error> {
     ))
 }
 
+impl Document {
+    /// Checks the document as `waverun validate` does: a scenario by its own rules and the
+    /// whole fleet's (with the warnings of its run), a strategy by the strategy rules, its paths
+    /// prefixed with where it sits in the file. The same answer in the CLI and in every Wasm host.
+    pub fn validate(&self) -> (Result<(), Error>, Vec<FieldError>) {
+        match self {
+            Document::Scenario(s) => {
+                let warnings = match s.run_spec() {
+                    Some(spec) => crate::validate::run_spec_warnings("run", &spec),
+                    None => Vec::new(),
+                };
+                (s.validate(), warnings)
+            }
+            Document::Strategy { strategy, path } => {
+                let mut e = crate::error::Errors::default();
+                crate::validate::validate_strategy(path, strategy, &mut e);
+                (e.into_result(), Vec::new())
+            }
+        }
+    }
+}
+
 fn invalid(path: &str, message: &str) -> Error {
     Error::invalid(vec![FieldError::new(path, message)])
 }

@@ -36,7 +36,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use waverun_core::document::{self, Document, Format};
 use waverun_core::drive::{self, Surroundings};
+use waverun_core::selector::LabelSelector;
 use waverun_core::sim::{simulate, Scenario};
 use waverun_core::{
     Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input, Observation,
@@ -404,6 +406,20 @@ struct RequestFields<'a> {
     upgrade_minutes: Option<&'a RawValue>,
     #[serde(borrow, default)]
     profile: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    format: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    selector: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    members: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    maintenance: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    from: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    until: Option<&'a RawValue>,
 }
 
 /// Parses an envelope: a JSON object with `"v": 1`.
@@ -440,6 +456,138 @@ fn field<'a>(value: Option<&'a RawValue>, name: &str) -> Result<&'a RawValue, Ab
 fn string_field(value: Option<&RawValue>, name: &str) -> Result<String, AbiError> {
     serde_json::from_str(field(value, name)?.get())
         .map_err(|_| bad(format!("\"{name}\" must be a string")))
+}
+
+/// The document of a pure request: `text` in `format` (`"yaml"`, the default, or `"json"`).
+fn text_fields(req: &RequestFields) -> Result<(String, Format), AbiError> {
+    let text = string_field(req.text, "text")?;
+    let format = match req.format {
+        None => Format::Yaml,
+        Some(f) => match serde_json::from_str::<String>(f.get()).as_deref() {
+            Ok("yaml") => Format::Yaml,
+            Ok("json") => Format::Json,
+            _ => return Err(bad("\"format\" must be \"yaml\" or \"json\"")),
+        },
+    };
+    Ok((text, format))
+}
+
+/// A scenario given as `scenario` (JSON) or as `text` (YAML or JSON, read as the CLI reads a
+/// file).
+fn scenario_field(req: &RequestFields) -> Result<Scenario, AbiError> {
+    if req.scenario.is_some_and(|v| v.get() != "null") || req.text.is_none() {
+        return Ok(Scenario::from_json(field(req.scenario, "scenario")?.get())?);
+    }
+    let (text, format) = text_fields(req)?;
+    Ok(Scenario::from_text(&text, format)?)
+}
+
+/// `validate`: what `waverun validate -o json` prints for the document, plus which kind it is
+/// and, for a strategy, the strategy as the API stores it.
+fn validate_document(req: &RequestFields) -> Envelope {
+    let (text, format) = text_fields(req)?;
+    let (kind, strategy, (result, warnings)) = match document::document(&text, format) {
+        Ok(doc) => {
+            let kind = match &doc {
+                Document::Scenario(_) => "scenario",
+                Document::Strategy { .. } => "strategy",
+            };
+            let strategy = match &doc {
+                Document::Strategy { strategy, .. } => {
+                    Some(serde_json::to_value(strategy).expect("strategy serialises"))
+                }
+                Document::Scenario(_) => None,
+            };
+            (Some(kind), strategy, doc.validate())
+        }
+        Err(e) => (None, None, (Err(e), Vec::new())),
+    };
+    let errors = match &result {
+        Ok(()) => Vec::new(),
+        Err(e) if e.fields.is_empty() => vec![FieldError::new("", e.message.clone())],
+        Err(e) => e.fields.clone(),
+    };
+    let mut out = serde_json::json!({
+        "valid": result.is_ok(),
+        "errors": errors,
+        "warnings": warnings,
+        "kind": kind,
+    });
+    if let Some(s) = strategy {
+        out["strategy"] = s;
+    }
+    Ok(out.to_string())
+}
+
+/// `select`: which of `members` (`[{name, labels}]`) a label selector takes, with the
+/// strategies' syntax; a selector that does not parse is `InvalidField` at `selector`.
+fn select(req: &RequestFields) -> Envelope {
+    #[derive(Deserialize)]
+    struct Labelled {
+        name: String,
+        #[serde(default)]
+        labels: BTreeMap<String, String>,
+    }
+    let selector = string_field(req.selector, "selector")?;
+    let members: Vec<Labelled> = serde_json::from_str(field(req.members, "members")?.get())
+        .map_err(|e| bad(format!("\"members\" must be [{{name, labels}}]: {e}")))?;
+    let selector = LabelSelector::parse(&selector)
+        .map_err(|rule| Error::invalid(vec![FieldError::new("selector", rule)]))?;
+    let matches: Vec<&str> = members
+        .iter()
+        .filter(|m| selector.matches(&m.labels))
+        .map(|m| m.name.as_str())
+        .collect();
+    Ok(serde_json::json!({ "matches": matches }).to_string())
+}
+
+/// The most intervals `windows` lists per window.
+const MAX_WINDOW_INTERVALS: usize = 1000;
+
+/// `windows`: when a member's maintenance windows (`maintenance`, the member model's form) are
+/// open between `from` and `until` (RFC 3339): `{"kubernetes": [{start, end}], "nodeOS": [...]}`,
+/// at most 1,000 intervals each, the first one cut at `from` when the window is open then.
+fn windows(req: &RequestFields) -> Envelope {
+    let maintenance: waverun_core::model::Maintenance =
+        serde_json::from_str(field(req.maintenance, "maintenance")?.get())
+            .map_err(|e| invalid_field("maintenance", e.to_string()))?;
+    let time = |raw, name: &str| -> Result<Timestamp, AbiError> {
+        let s = string_field(raw, name)?;
+        waverun_core::time::parse_timestamp(&s).map_err(|rule| invalid_field(name, rule))
+    };
+    let (from, until) = (time(req.from, "from")?, time(req.until, "until")?);
+    let mut out = serde_json::Map::new();
+    for (key, window) in [
+        ("kubernetes", &maintenance.kubernetes),
+        ("nodeOS", &maintenance.node_os),
+    ] {
+        let Some(window) = window else { continue };
+        let compiled = window
+            .compile()
+            .map_err(|rule| invalid_field(&format!("maintenance.{key}"), rule))?;
+        let mut intervals = Vec::new();
+        let mut t = from;
+        while t < until && intervals.len() < MAX_WINDOW_INTERVALS {
+            let Some(start) = compiled.next_opening(t).filter(|s| *s < until) else {
+                break;
+            };
+            let end = compiled.current(start).map_or(until, |(_, end)| end);
+            intervals.push(serde_json::json!({
+                "start": waverun_core::time::fmt_time(start),
+                "end": waverun_core::time::fmt_time(end),
+            }));
+            if end <= start {
+                break;
+            }
+            t = end;
+        }
+        out.insert(key.to_string(), Value::Array(intervals));
+    }
+    Ok(Value::Object(out).to_string())
+}
+
+fn invalid_field(path: &str, rule: impl Into<String>) -> AbiError {
+    Error::invalid(vec![FieldError::new(path, rule)]).into()
 }
 
 fn is_submit_refusal(e: &waverun_core::state::StatusError) -> bool {
@@ -729,11 +877,16 @@ impl<H: HostImports> Guest<H> {
         match kind.as_str() {
             "ping" => return Ok("{}".to_string()),
             "simulate" => {
-                let scenario = field(req.scenario, "scenario")?;
-                let scenario = Scenario::from_json(scenario.get())?;
-                let report = simulate(&scenario)?;
+                let report = simulate(&scenario_field(&req)?)?;
                 return Ok(serde_json::to_string(&report).expect("report serialises"));
             }
+            "planScenario" => {
+                let plan = waverun_core::sim::plan_scenario(&scenario_field(&req)?)?;
+                return Ok(serde_json::to_string(&plan).expect("plan serialises"));
+            }
+            "validate" => return validate_document(&req),
+            "select" => return select(&req),
+            "windows" => return windows(&req),
             _ => {}
         }
         self.require_init()?;

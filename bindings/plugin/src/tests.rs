@@ -496,6 +496,142 @@ fn simulate_request_names_the_field_it_refuses() {
     assert!(p.host().journal.is_empty());
 }
 
+#[test]
+fn simulate_request_reads_yaml_text_as_the_cli_reads_a_file() {
+    let mut p = Guest::new(MemHost::at(START));
+    let path = scenario_files().pop().expect("the example");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let native = serde_json::to_string(&simulate(&load_scenario(&path).unwrap()).unwrap()).unwrap();
+    let env = p.request(&request(
+        json!({"type": "simulate", "text": text, "format": "yaml"}),
+    ));
+    assert_eq!(ok_result(&env), parse_any(&native));
+    // A YAML error names its line, as `waverun simulate` does.
+    let e = parse(&p.request(&request(
+        json!({"type": "simulate", "text": "start: 2026-12-07T00:00:00Z\nmembers: 5\n"}),
+    )));
+    assert_eq!(e["error"]["code"], "InvalidField", "{e}");
+    assert_eq!(e["error"]["path"], "members", "{e}");
+    let e = parse(&p.request(&request(
+        json!({"type": "simulate", "text": "{}", "format": "toml"}),
+    )));
+    assert_eq!(e["error"]["code"], "BadEnvelope", "{e}");
+    assert!(p.engine().is_none() && p.host().journal.is_empty());
+}
+
+#[test]
+fn validate_request_says_what_waverun_validate_says_with_the_kind_and_the_strategy() {
+    let mut p = Guest::new(MemHost::at(START));
+    let yaml =
+        "stages:\n  - name: dev\n    groups:\n      - name: a\n        maxConcurrency: \"120%\"\n";
+    let v = ok_result(&p.request(&request(json!({"type": "validate", "text": yaml}))));
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["kind"], "strategy");
+    assert_eq!(
+        v["errors"][0]["path"], "stages[0].groups[0].maxConcurrency",
+        "{v}"
+    );
+    assert!(v["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("is above 100%"));
+    // A typo in a key: named, with the field it probably meant.
+    let v = ok_result(&p.request(&request(json!({"type": "validate",
+        "text": "stages:\n  - name: dev\n    beforeGate: []\n"}))));
+    assert_eq!(v["valid"], false);
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean beforeGates"),
+        "{v}"
+    );
+    // A valid Azure resource, in JSON: the strategy as the API stores it.
+    let json_text =
+        r#"{"properties": {"strategy": {"stages": [{"name": "s", "groups": [{"name": "g"}]}]}}}"#;
+    let v = ok_result(&p.request(&request(
+        json!({"type": "validate", "text": json_text, "format": "json"}),
+    )));
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["errors"], json!([]));
+    assert_eq!(v["strategy"]["stages"][0]["groups"][0]["name"], "g");
+    // A scenario is recognised as one.
+    let path = scenario_files().pop().expect("the example");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v = ok_result(&p.request(&request(json!({"type": "validate", "text": text}))));
+    assert_eq!(
+        (v["valid"].clone(), v["kind"].clone()),
+        (json!(true), json!("scenario")),
+        "{v}"
+    );
+    assert!(p.engine().is_none() && p.host().journal.is_empty());
+}
+
+#[test]
+fn select_request_filters_members_with_the_strategies_selector_syntax() {
+    let mut p = Guest::new(MemHost::at(START));
+    let members = json!([
+        {"name": "a", "labels": {"env": "prod", "geo": "eu"}},
+        {"name": "b", "labels": {"env": "prod", "geo": "us"}},
+        {"name": "c", "labels": {"env": "dev"}},
+        {"name": "d"},
+    ]);
+    let pick = |p: &mut Guest<MemHost>, sel: &str| {
+        ok_result(&p.request(&request(
+            json!({"type": "select", "selector": sel, "members": members}),
+        )))["matches"]
+            .clone()
+    };
+    assert_eq!(pick(&mut p, "env=prod"), json!(["a", "b"]));
+    assert_eq!(
+        pick(&mut p, "env in (prod, dev), geo!=us"),
+        json!(["a", "c"])
+    );
+    assert_eq!(pick(&mut p, "!env"), json!(["d"]));
+    let e = parse(&p.request(&request(
+        json!({"type": "select", "selector": "env in (prod", "members": members}),
+    )));
+    assert_eq!(e["error"]["code"], "InvalidField", "{e}");
+    assert_eq!(e["error"]["path"], "selector", "{e}");
+    assert!(p.engine().is_none() && p.host().journal.is_empty());
+}
+
+#[test]
+fn windows_request_lists_when_a_maintenance_window_is_open() {
+    let mut p = Guest::new(MemHost::at(START));
+    let maintenance = json!({"kubernetes": {"schedule": {"daily": {"intervalDays": 1}},
+        "durationHours": 4, "startTime": "22:00", "utcOffset": "+02:00"}});
+    let w = ok_result(&p.request(&request(
+        json!({"type": "windows", "maintenance": maintenance,
+        "from": "2026-12-07T21:00:00Z", "until": "2026-12-09T00:00:00Z"}),
+    )));
+    // 22:00+02:00 is 20:00Z: open now (cut at `from`) until midnight, then the next evening.
+    assert_eq!(
+        w,
+        json!({"kubernetes": [
+            {"start": "2026-12-07T21:00:00Z", "end": "2026-12-08T00:00:00Z"},
+            {"start": "2026-12-08T20:00:00Z", "end": "2026-12-09T00:00:00Z"},
+        ]})
+    );
+    let e = parse(&p.request(&request(
+        json!({"type": "windows", "maintenance": maintenance,
+        "from": "yesterday", "until": "2026-12-09T00:00:00Z"}),
+    )));
+    assert_eq!(e["error"]["path"], "from", "{e}");
+    assert!(p.engine().is_none() && p.host().journal.is_empty());
+}
+
+#[test]
+fn plan_scenario_request_is_what_waverun_plan_prints() {
+    let mut p = Guest::new(MemHost::at(START));
+    let path = scenario_files().pop().expect("the example");
+    let s = load_scenario(&path).unwrap();
+    let native = serde_json::to_value(waverun_core::sim::plan_scenario(&s).unwrap()).unwrap();
+    let plan = ok_result(&p.request(&request(json!({"type": "planScenario", "scenario": s}))));
+    assert_eq!(plan, native);
+    assert!(p.engine().is_none() && p.host().journal.is_empty());
+}
+
 fn parse_any(s: &str) -> Value {
     serde_json::from_str(s).unwrap()
 }

@@ -2,7 +2,7 @@
 //! or as the plugin in wasmtime), `plan` and `validate`. No daemon, no network.
 
 use super::{EngineKind, Format};
-use crate::{load_document, load_scenario, Document};
+use crate::{load_document, load_scenario};
 use anyhow::{bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,20 +36,7 @@ pub(super) fn simulate(
 /// `waverun validate`: `valid` (after any warnings) or every error with its field path; with
 /// `-o json`, `{valid, errors, warnings}` and exit code 2 when invalid.
 pub(super) fn validate(file: &Path, output: Format, out: &mut impl Write) -> Result<()> {
-    let (result, warnings) = match load_document(file).map_err(anyhow::Error::msg)? {
-        Document::Scenario(s) => {
-            let warnings = match s.run_spec() {
-                Some(spec) => waverun_core::validate::run_spec_warnings("run", &spec),
-                None => Vec::new(),
-            };
-            (s.validate(), warnings)
-        }
-        Document::Strategy { strategy, path } => {
-            let mut e = waverun_core::error::Errors::default();
-            waverun_core::validate::validate_strategy(path, &strategy, &mut e);
-            (e.into_result(), Vec::new())
-        }
-    };
+    let (result, warnings) = load_document(file).map_err(anyhow::Error::msg)?.validate();
     match output {
         Format::Json => {
             let errors = match &result {
