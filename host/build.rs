@@ -19,6 +19,7 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets it"));
     let dest = out.join("waverun_plugin.wasm");
     println!("cargo:rerun-if-env-changed=WAVERUN_EMBED_PLUGIN");
+    embed_portal(&root.join("web"), &out.join("portal_assets.rs"));
 
     if let Some(prebuilt) = env::var_os("WAVERUN_EMBED_PLUGIN").filter(|v| !v.is_empty()) {
         let prebuilt = PathBuf::from(prebuilt);
@@ -81,6 +82,43 @@ fn main() {
         &target.join("wasm32-unknown-unknown/plugin-embed/waverun_plugin.wasm"),
         &dest,
     );
+}
+
+/// The portal (`web/`): `index.html` and everything under `web/assets/`, as a generated table
+/// of `(URL path, bytes)` that `include_bytes!` embeds, so the binary serves the portal with no
+/// file beside it and no tool beyond cargo (no npm, no bundler).
+fn embed_portal(web: &Path, dest: &Path) {
+    let mut files = vec![("/index.html".to_string(), web.join("index.html"))];
+    let mut dirs = vec![web.join("assets")];
+    while let Some(dir) = dirs.pop() {
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("waverun: cannot read the portal's {}: {e}", dir.display()))
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let rel = path.strip_prefix(web).expect("under web/");
+                let url = format!("/{}", rel.to_string_lossy().replace('\\', "/"));
+                files.push((url, path));
+            }
+        }
+    }
+    files.sort();
+    let mut table = String::from("&[\n");
+    for (url, path) in &files {
+        println!("cargo:rerun-if-changed={}", path.display());
+        table.push_str(&format!(
+            "    ({url:?}, include_bytes!({:?})),\n",
+            path.display().to_string()
+        ));
+    }
+    table.push_str("]\n");
+    std::fs::write(dest, table)
+        .unwrap_or_else(|e| panic!("waverun: cannot write {}: {e}", dest.display()));
 }
 
 fn copy(from: &Path, to: &Path) {

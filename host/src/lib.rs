@@ -14,6 +14,7 @@
 pub mod api;
 pub mod cli;
 pub mod daemon;
+pub mod portal;
 pub mod providers;
 pub mod runtime;
 pub mod serve;

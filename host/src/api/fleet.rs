@@ -5,7 +5,7 @@
 
 use super::envelope::{self, audit, refuse, respond, Preconditions};
 use super::problem::Problem;
-use super::{json_body, ApiState, Need};
+use super::{json_body, ApiState, Caller, Need};
 use crate::daemon::Extras;
 use crate::runtime::{InstanceConfig, PluginHost};
 use axum::extract::rejection::BytesRejection;
@@ -177,11 +177,20 @@ pub(super) async fn simulate(
 /// The fleet as a resource: its name, and what time it is in the fleet and how fast fleet time
 /// runs (1 in production; a demo's clock runs faster). Clients count down to a fleet-time
 /// `until` with it.
-async fn fleet_resource(st: &ApiState) -> Result<Value, Problem> {
-    let (now_ms, scale) = st
+async fn fleet_resource(st: &ApiState, caller: &Caller) -> Result<Value, Problem> {
+    let (now_ms, scale, last_event) = st
         .engine(|w| {
             let clock = *w.clock();
-            Ok((crate::runtime::host::Clock::now_ms(&clock), clock.scale()))
+            let last_event = w
+                .engine()
+                .stored()
+                .last_event_seq()
+                .map_err(super::envelope::store_problem)?;
+            Ok((
+                crate::runtime::host::Clock::now_ms(&clock),
+                clock.scale(),
+                last_event,
+            ))
         })
         .await?;
     let now = chrono::DateTime::from_timestamp_millis(now_ms)
@@ -191,7 +200,12 @@ async fn fleet_resource(st: &ApiState) -> Result<Value, Problem> {
         "id": format!("/fleets/{}", st.fleet),
         "name": st.fleet,
         "type": "Microsoft.ContainerService/fleets",
-        "properties": { "fleetTime": now, "timeScale": scale },
+        "properties": {
+            "fleetTime": now,
+            "timeScale": scale,
+            "caller": { "name": caller.name, "role": caller.role },
+            "lastEventSeq": last_event,
+        },
     }))
 }
 
@@ -200,8 +214,8 @@ pub(super) async fn list_fleets(
     State(st): State<Arc<ApiState>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    st.auth.check(&headers, Need::Read)?;
-    let f = fleet_resource(&st).await?;
+    let caller = st.auth.check(&headers, Need::Read)?;
+    let f = fleet_resource(&st, &caller).await?;
     Ok(axum::Json(json!({ "value": [f] })).into_response())
 }
 
@@ -211,6 +225,6 @@ pub(super) async fn show_fleet(
     Path(fleet): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    st.caller(&fleet, &headers, Need::Read)?;
-    Ok(axum::Json(fleet_resource(&st).await?).into_response())
+    let caller = st.caller(&fleet, &headers, Need::Read)?;
+    Ok(axum::Json(fleet_resource(&st, &caller).await?).into_response())
 }

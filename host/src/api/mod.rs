@@ -606,6 +606,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     // The middleware goes around the whole router (not each route, as `layer` would put it),
     // so that it sees every answer as it leaves: a 405 with its `Allow` header.
     Router::new()
+        .merge(crate::portal::router())
         .fallback_service(api)
         .layer(axum::middleware::from_fn_with_state(state, around_request))
 }

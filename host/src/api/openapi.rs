@@ -268,6 +268,19 @@ struct FleetProperties {
     #[schema(format = DateTime)]
     fleet_time: String,
     time_scale: f64,
+    caller: FleetCaller,
+    /// The sequence number of the newest event: follow `GET /events` from it to see only
+    /// what happens from now on.
+    last_event_seq: u64,
+}
+
+/// Who is asking: the token's name and role (`anonymous`, `admin` when the daemon has no
+/// tokens). A client shows only the actions the role may take; the API checks every one.
+#[derive(Serialize, ToSchema)]
+struct FleetCaller {
+    name: String,
+    /// `viewer`, `operator`, `approver` or `admin`.
+    role: String,
 }
 
 /// The fleet this daemon serves.
@@ -937,6 +950,7 @@ pub fn document(fleet: &str) -> OpenApi {
     collect::<FleetResource>(&mut schemas);
     collect::<EngineModule>(&mut schemas);
     collect::<FleetProperties>(&mut schemas);
+    collect::<FleetCaller>(&mut schemas);
     collect::<FleetList>(&mut schemas);
     collect::<AuditEntry>(&mut schemas);
     collect::<AuditList>(&mut schemas);

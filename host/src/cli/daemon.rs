@@ -49,6 +49,12 @@ pub(super) fn serve(
             "waverun: no tokens configured: every request acts as admin, so it listens on loopback only"
         )?;
     }
+    writeln!(
+        out,
+        "waverun: the portal is at http://{}/ (sign in with a token; http://{}/#token=TOKEN signs in directly)",
+        server.addr(),
+        server.addr()
+    )?;
     out.flush()?;
     stop.wait()?;
     writeln!(
@@ -158,6 +164,17 @@ pub(super) fn demo(
         demo::FROM_VERSION,
         demo::TO_VERSION,
         config.time_scale
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Follow and approve the rollout in the portal (the link signs you in; the token stays in the tab):"
+    )?;
+    writeln!(
+        out,
+        "  http://{}/runs/{}#token={token}",
+        server.addr(),
+        demo::RUN
     )?;
     writeln!(out)?;
     writeln!(
