@@ -8,7 +8,7 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown
 
-echo "== wasm artifacts"
+echo "== wasm artifacts [${SECONDS}s]"
 cargo build --release --target wasm32-unknown-unknown -p waverun-core-probe -p waverun-plugin
 
 # The native build, once: every test, bin and example of the workspace in one profile (dev) and
@@ -17,13 +17,13 @@ cargo build --release --target wasm32-unknown-unknown -p waverun-core-probe -p w
 # the dev-dependencies, e.g. wat and proptest, which all enable features of crates under
 # wasmtime) and compile wasmtime a second time. The Wasm hosts' tests below use this build's target/debug/waverun and
 # target/debug/examples/scenario_json, and `cargo test --workspace` finds it fresh.
-echo "== native build (cargo test --workspace --no-run)"
+echo "== native build (cargo test --workspace --no-run) [${SECONDS}s]"
 cargo test --workspace --no-run
 
 # [browser package] (bindings/web): the wasm-bindgen package (build.sh: pinned wasm-bindgen-cli,
 # wasm-opt from npm binaryen), then its tests under Node and headless Chromium; the differential
 # tests compare it with the native CLI (target/debug/waverun, built above).
-echo "== browser package (bindings/web)"
+echo "== browser package (bindings/web) [${SECONDS}s]"
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver) >/dev/null
@@ -35,21 +35,30 @@ fi
 bindings/web/build.sh
 node --test bindings/web/test/
 
-echo "== rust tests"
+# [portal] (web/): the ES modules the daemon embeds and serves as they are, type-checked with
+# `tsc --checkJs --strict` (typescript from npm, pinned: a check, never a build step), then the
+# portal in headless Chromium against a real daemon (target/debug/waverun serve, built above)
+# with the simulated provider; screenshots of every page go to target/portal-screenshots/.
+echo "== portal (web): type check and browser tests [${SECONDS}s]"
+(cd web && npm ci --no-audit --no-fund)
+(cd web && npx tsc -p .)
+node --test web/test/
+
+echo "== rust tests [${SECONDS}s]"
 cargo test --workspace
 
 # [js and python hosts] — the plugin (bindings/plugin, bindings/ABI.md) under hosts nobody here
 # wrote: Node's own WebAssembly API and the wasmtime package from PyPI. Each runs every scenario
 # through the plugin (also with crashes and snapshots) and compares the report with
 # `waverun simulate -o json`, byte for byte.
-echo "== plugin imports"
+echo "== plugin imports [${SECONDS}s]"
 python3 .ci/wasm-imports.py target/wasm32-unknown-unknown/release/waverun_plugin.wasm \
   --expect bindings/plugin/imports.txt
 
-echo "== plugin in Node (WebAssembly API)"
+echo "== plugin in Node (WebAssembly API) [${SECONDS}s]"
 node --test tests/js/
 
-echo "== plugin in Python (wasmtime 50.0.1)"
+echo "== plugin in Python (wasmtime 50.0.1) [${SECONDS}s]"
 PY_HOSTS=target/py-hosts
 PY="$PY_HOSTS/bin/python"
 wasmtime_pinned() { "$1" -c 'import importlib.metadata as m, sys; sys.exit(m.version("wasmtime") != "50.0.1")' 2>/dev/null; }
@@ -65,5 +74,5 @@ PYTHONDONTWRITEBYTECODE=1 "$PY" -m unittest discover -s tests/python -v
 
 # [daemon API] — schemathesis (PyPI, pinned) against /openapi.json of a live `waverun demo`: no 5xx,
 # no undocumented status or content type, no response outside its schema.
-echo "== the daemon's API against its OpenAPI document (schemathesis)"
+echo "== the daemon's API against its OpenAPI document (schemathesis) [${SECONDS}s]"
 tests/api-schema.sh target/debug/waverun

@@ -1,0 +1,69 @@
+// The engine in the browser: the daemon's own plugin module (bindings/ABI.md), fetched from
+// /assets/waverun_plugin.wasm and run under the browser's `WebAssembly` API in this worker, so
+// that a long simulation never freezes the page. Only the ABI's pure requests are sent here
+// (validate, select, planScenario, simulate): they touch no import, so the imports below only
+// refuse. A call that traps throws the instance away; the next call starts a fresh one.
+
+/** @type {Promise<WebAssembly.Module> | null} */
+let compiled = null;
+/** @type {WebAssembly.Instance | null} */
+let instance = null;
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** @returns {WebAssembly.Imports} */
+function imports() {
+  const refuse = () => 1;
+  return {
+    waverun_host_v1: {
+      clock_now_ms: () => BigInt(Date.now()),
+      cluster_submit: refuse,
+      cluster_query: refuse,
+      journal_append: refuse,
+      snapshot_write: refuse,
+      storage_read: () => -1,
+      log: () => {},
+    },
+  };
+}
+
+async function guest() {
+  compiled ??= WebAssembly.compileStreaming(fetch(new URL("./waverun_plugin.wasm", import.meta.url)));
+  if (!instance) {
+    instance = await WebAssembly.instantiate(await compiled, imports());
+    const abi = /** @type {() => number} */ (instance.exports.waverun_abi_version)();
+    if (abi !== 1) throw new Error(`the engine module speaks ABI ${abi}; this portal speaks 1`);
+  }
+  return instance;
+}
+
+/**
+ * One request envelope in, one response envelope out (parsed).
+ * @param {unknown} request
+ */
+async function call(request) {
+  const g = await guest();
+  const x = /** @type {any} */ (g.exports);
+  const bytes = enc.encode(JSON.stringify({ v: 1, request }));
+  try {
+    const ptr = x.waverun_alloc(bytes.length);
+    new Uint8Array(x.memory.buffer, ptr, bytes.length).set(bytes);
+    const packed = /** @type {bigint} */ (x.waverun_request(ptr, bytes.length));
+    const rptr = Number(packed >> 32n), rlen = Number(packed & 0xffffffffn);
+    const text = dec.decode(new Uint8Array(x.memory.buffer, rptr, rlen));
+    x.waverun_free(rptr, rlen);
+    return text;
+  } catch (e) {
+    instance = null;
+    throw e;
+  }
+}
+
+self.onmessage = async (/** @type {MessageEvent<{ id: number, request: unknown }>} */ m) => {
+  const { id, request } = m.data;
+  try {
+    self.postMessage({ id, envelope: await call(request) });
+  } catch (e) {
+    self.postMessage({ id, failure: String(e instanceof Error ? e.message : e) });
+  }
+};

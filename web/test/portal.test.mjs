@@ -1,0 +1,311 @@
+// The portal in a real browser: Debian's Chromium, headless, driven by playwright-core, against
+// a real `waverun serve` (the debug build of tests/run.sh) with the simulated provider, a small
+// fleet and a fast clock, on 127.0.0.1. Screenshots of every page are saved to
+// target/portal-screenshots/ (light and dark). Chromium missing is a failure, not a skip.
+
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const bin = process.env.WAVERUN_BIN ?? join(root, "target/debug/waverun");
+const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const shots = join(root, "target/portal-screenshots");
+const TOKENS = { admin: "portal-admin-token", viewer: "portal-viewer-token" };
+const sha = (t) => createHash("sha256").update(t).digest("hex");
+
+// Six clusters in one region, Kubernetes 1.33.3 released there before the fleet clock starts,
+// 30-minute upgrades; at 600× an upgrade takes 3 s of real time.
+const FLEET = `start: 2026-12-07T00:00:00Z
+members:
+${["dev-1", "dev-2", "prod-1", "prod-2", "prod-3", "prod-4"].map((n) => `  - name: ${n}
+    labels: {env: ${n.split("-")[0]}}
+    region: eastus
+    kubernetesVersion: 1.32.7
+    nodePools: [{name: system, osType: Linux, imageVersion: AKSUbuntu-2204gen2containerd-202611.01.0}]
+    behavior: {upgradeMinutes: 30}`).join("\n")}
+releases:
+  kubernetes:
+    - {version: 1.32.7, available: {eastus: 2026-11-01T00:00:00Z}}
+    - {version: 1.33.3, available: {eastus: 2026-12-01T00:00:00Z}}
+  nodeImages:
+    - {version: AKSUbuntu-2204gen2containerd-202611.01.0, available: {eastus: 2026-11-01T00:00:00Z}}
+`;
+
+const STRATEGY = `stages:
+  - name: dev
+    memberSelector: {byLabel: "env=dev"}
+  - name: prod
+    beforeGates:
+      - {displayName: prod sign-off, type: Approval}
+    groups:
+      - name: prod
+        memberSelector: {byLabel: "env=prod"}
+        maxConcurrency: 2
+`;
+
+let dir, daemon, base, browser;
+const logs = [];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+before(async () => {
+  if (!existsSync(executablePath)) {
+    throw new Error(`Chromium is not installed at ${executablePath}: run \`apt-get install -y chromium\` `
+      + "(tests/run.sh does when run as root) or set CHROMIUM_PATH");
+  }
+  if (!existsSync(bin)) throw new Error(`no waverun binary at ${bin}: build it (cargo build -p waverun) or set WAVERUN_BIN`);
+  mkdirSync(shots, { recursive: true });
+  dir = mkdtempSync(join(tmpdir(), "waverun-portal-"));
+  const port = await freePort();
+  writeFileSync(join(dir, "fleet.yaml"), FLEET);
+  writeFileSync(join(dir, "waverun.yaml"), `listen: 127.0.0.1:${port}
+dataDir: data
+fleet: portal
+timeScale: 600
+fleetFile: fleet.yaml
+tokens:
+  - {name: alice, role: admin, sha256: ${sha(TOKENS.admin)}}
+  - {name: victor, role: viewer, sha256: ${sha(TOKENS.viewer)}}
+`);
+  daemon = spawn(bin, ["serve", "--config", join(dir, "waverun.yaml")], { stdio: ["ignore", "pipe", "pipe"] });
+  daemon.stdout.on("data", (d) => logs.push(String(d)));
+  daemon.stderr.on("data", (d) => logs.push(String(d)));
+  base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    if (daemon.exitCode !== null) throw new Error(`the daemon exited: ${logs.join("")}`);
+    try {
+      if ((await fetch(`${base}/readyz`)).ok) break;
+    } catch { /* not listening yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  browser = await chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+});
+
+after(async () => {
+  await browser?.close();
+  if (daemon && daemon.exitCode === null) {
+    daemon.kill("SIGTERM");
+    await new Promise((r) => daemon.once("exit", r));
+  }
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh tab, with its page errors collected (a test fails on any). */
+async function tab(t, { dark = false } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, colorScheme: dark ? "dark" : "light" });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("console", (m) => {
+    // A refused request is a console error by design in the forbidden/conflict cases.
+    if (m.type() === "error" && !/status of (403|412)/.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  t.after(async () => {
+    // A failed test leaves a screenshot of where it stopped, and its page's problems.
+    if (!t.passed) {
+      await page.screenshot({ path: join(shots, `failed-${t.name.slice(0, 40).replace(/\W+/g, "-")}.png`), fullPage: true }).catch(() => {});
+      if (problems.length) console.log(problems.join("\n"));
+    }
+    await context.close();
+  });
+  return { page, problems };
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
+
+async function api(method, path, token, body) {
+  const res = await fetch(`${base}/api/v1/fleets/portal${path}`, {
+    method, headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" }, body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, body: res.status === 204 ? null : await res.json() };
+}
+
+test("an admin writes a strategy in the editor, sees its plan, starts a run, watches it, approves the gate and sees it Completed", async (t) => {
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/#token=${TOKENS.admin}`);
+  await page.getByRole("heading", { name: "Update runs" }).waitFor();
+  assert.equal(new URL(page.url()).hash, "", "the token leaves the address bar at once");
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("waverun.token")), TOKENS.admin);
+  await page.getByText("alice (admin)").waitFor();
+
+  await page.getByRole("link", { name: "Editor" }).click();
+  await page.getByLabel("Name").fill("rings");
+  await page.getByLabel(/^Strategy/).fill(STRATEGY);
+  await page.getByText("✓ valid").waitFor();
+  const plan = page.locator("#plan");
+  await plan.getByText("6 members to upgrade").waitFor();
+  await plan.getByText("Gates needing a person: prod sign-off").waitFor();
+  assert.match(await plan.innerText(), /dev-1, dev-2/);
+  assert.match(await plan.innerText(), /prod-1, prod-2, prod-3, prod-4/);
+  await page.getByText("Expected finish:").waitFor();
+  assert.match(await page.locator("#sim-timeline").innerText(), /Completed, 6 upgraded, 0 failed/);
+  await shot(page, "editor");
+  await page.getByRole("button", { name: "Save strategy" }).click();
+  await page.waitForURL(`${base}/strategies/rings`);
+  const stored = await api("GET", "/updateStrategies/rings", TOKENS.admin);
+  assert.equal(stored.status, 200);
+  assert.deepEqual(stored.body.properties.strategy.stages.map((s) => s.name), ["dev", "prod"]);
+
+  await page.getByRole("link", { name: "Runs" }).click();
+  await page.getByLabel("Name").fill("r1");
+  await page.getByLabel("Kubernetes version").fill("1.33.3");
+  await page.getByLabel("Strategy", { exact: true }).selectOption("rings");
+  await page.getByLabel("start it at once").check();
+  await page.getByRole("button", { name: "Create run" }).click();
+  await page.waitForURL(`${base}/runs/r1`);
+  const tree = page.getByRole("list", { name: /stages, groups and members of r1/ });
+  await tree.waitFor();
+  // Members progress: dev's two upgrade, then the prod stage waits for its gate.
+  await tree.locator("[data-row='Member:dev-1']").getByText("Completed").waitFor({ timeout: 60_000 });
+  const approve = tree.getByRole("button", { name: "Approve" });
+  await approve.waitFor({ timeout: 60_000 });
+  assert.match(await tree.locator("[data-row='Stage:prod']").innerText(), /waiting/);
+  await shot(page, "run-tree-waiting-for-gate");
+  await page.getByRole("link", { name: /Approvals/ }).click();
+  await page.getByRole("button", { name: /Approve prod sign-off of r1/ }).waitFor();
+  await shot(page, "approvals");
+  await page.goBack();
+  await page.getByRole("list", { name: /members of r1/ }).getByRole("button", { name: "Approve" }).click();
+  await page.locator("h1").getByText("Completed").waitFor({ timeout: 90_000 });
+  await shot(page, "run-tree-completed");
+  await page.getByRole("tab", { name: "Timeline" }).click();
+  await page.locator(".gantt svg rect.bar-Completed").first().waitFor();
+  assert.equal(await page.locator(".gantt svg rect.bar-Completed").count(), 6);
+  await shot(page, "run-timeline");
+  await page.getByRole("tab", { name: "Event log" }).click();
+  await page.getByText(/GateCompleted\s+prod.*by alice/).waitFor();
+  await shot(page, "run-events");
+
+  const audit = await api("GET", "/audit?$top=1000", TOKENS.admin);
+  const approval = audit.body.value.find((a) => a.action.startsWith("gates.") && a.who === "alice");
+  assert.ok(approval, `the approval is in the audit log with who: ${JSON.stringify(audit.body.value.map((a) => a.action))}`);
+  await page.getByRole("link", { name: "Audit" }).click();
+  await page.getByRole("cell", { name: approval.action }).first().waitFor();
+  await shot(page, "audit");
+  await page.getByRole("link", { name: "Fleet" }).click();
+  await page.getByText("6 of 6 members").waitFor();
+  await page.getByLabel("Filter by label selector").fill("env in (prod");
+  await page.locator("#selector-error").getByText(/selector/).waitFor();
+  assert.equal(await page.getByLabel("Filter by label selector").getAttribute("aria-invalid"), "true");
+  await page.getByLabel("Filter by label selector").fill("env in (prod), env!=dev");
+  await page.getByText("4 of 6 members").waitFor();
+  await shot(page, "fleet");
+  assert.deepEqual(problems, []);
+});
+
+test("an invalid strategy shows the error at its field, with the CLI's path, and a way to its line", async (t) => {
+  const { page, problems } = await tab(t, { dark: true });
+  await page.goto(`${base}/editor#token=${TOKENS.admin}`);
+  const text = page.getByLabel(/^Strategy/);
+  await text.fill("stages:\n  - name: dev\n    groups:\n      - name: a\n        maxConcurrency: \"120%\"\n");
+  const errors = page.locator("#strategy-errors");
+  await errors.getByText('stages[0].groups[0].maxConcurrency').waitFor();
+  assert.match(await errors.innerText(), /stages\[0\]\.groups\[0\]\.maxConcurrency: "120%" is above 100%/);
+  assert.equal(await text.getAttribute("aria-invalid"), "true");
+  await errors.getByRole("button", { name: "line 5" }).click();
+  const selected = await text.evaluate((el) => el.value.slice(el.selectionStart, el.selectionEnd));
+  assert.equal(selected, '        maxConcurrency: "120%"');
+  await page.locator("#plan").getByText("The plan appears when the strategy is valid.").waitFor();
+  // A typo in a key is named with a suggestion, as the CLI does.
+  await text.fill("stages:\n  - name: dev\n    beforeGate: []\n");
+  await errors.getByText(/beforeGate.*did you mean beforeGates/).waitFor();
+  await shot(page, "editor-invalid-dark");
+  assert.deepEqual(problems, []);
+});
+
+test("a viewer sees no action buttons, and a forbidden request says why", async (t) => {
+  const created = await api("PUT", "/updateRuns/r2", TOKENS.admin, {
+    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.3" } } },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/runs#token=${TOKENS.viewer}`);
+  await page.getByText("victor (viewer)").waitFor();
+  await page.getByRole("link", { name: "r2" }).waitFor();
+  assert.equal(await page.getByRole("heading", { name: "Create a run" }).count(), 0);
+  await page.getByRole("link", { name: "r2" }).click();
+  await page.getByRole("list", { name: /members of r2/ }).waitFor();
+  assert.equal(await page.getByRole("group", { name: "Run actions" }).getByRole("button").count(), 0);
+  assert.equal(await page.getByRole("checkbox").count(), 0);
+  await shot(page, "run-as-viewer");
+  await page.getByRole("link", { name: "Editor" }).click();
+  await page.getByText("✓ valid").waitFor();
+  assert.equal(await page.getByRole("button", { name: /Save/ }).count(), 0);
+
+  // The same tab signed in as admin shows the buttons; when the token in it is a viewer's by
+  // the time the button is pressed, the API refuses (403) and the page says why.
+  await page.goto(`${base}/runs/r2#token=${TOKENS.admin}`);
+  const start = page.getByRole("group", { name: "Run actions" }).getByRole("button", { name: "Start" });
+  await start.waitFor();
+  await page.evaluate((t) => sessionStorage.setItem("waverun.token", t), TOKENS.viewer);
+  await start.click();
+  const alert = page.getByRole("alert");
+  await alert.waitFor();
+  assert.match(await alert.innerText(), /Start was refused\. Not allowed \(403\): token "victor" has role Viewer, which may not do this \(it needs operator or admin\)/);
+  await shot(page, "forbidden");
+  const after = await api("GET", "/updateRuns/r2", TOKENS.admin);
+  assert.equal(after.body.properties.status?.status?.state ?? "NotStarted", "NotStarted");
+  assert.deepEqual(problems, []);
+});
+
+test("a conflicting change is refused with If-Match and the page reloads the run", async (t) => {
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/runs/r2#token=${TOKENS.admin}`);
+  const start = page.getByRole("group", { name: "Run actions" }).getByRole("button", { name: "Start" });
+  await start.waitFor();
+  // Someone else changes the run behind the page's back (its ETag changes).
+  const current = await api("GET", "/updateRuns/r2", TOKENS.admin);
+  const changed = await fetch(`${base}/api/v1/fleets/portal/updateRuns/r2`, {
+    method: "PUT",
+    headers: { Authorization: `Bearer ${TOKENS.admin}`, "Content-Type": "application/json", "If-Match": current.body.eTag },
+    body: JSON.stringify({ properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "ControlPlaneOnly", kubernetesVersion: "1.33.3" } } } }),
+  });
+  assert.equal(changed.status, 200, await changed.text());
+  await start.click();
+  const alert = page.getByRole("alert");
+  await alert.waitFor();
+  assert.match(await alert.innerText(), /Start was refused\. Someone changed this since you loaded it/);
+  await page.getByText("ControlPlaneOnly → Kubernetes 1.33.3").waitFor();
+  await shot(page, "conflict");
+  assert.deepEqual(problems, []);
+});
+
+test("the in-browser simulation of a scenario is byte for byte `waverun simulate -o json`", async (t) => {
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/simulate#token=${TOKENS.admin}`);
+  for (const file of ["host/examples/fleet-rollout.yaml", "tests/scenarios/gates-and-wait.yaml", "tests/scenarios/profiles/patches.yaml"]) {
+    const expected = execFileSync(bin, ["simulate", "-o", "json", join(root, file)], { encoding: "utf8", maxBuffer: 64 << 20 });
+    await page.getByLabel("Scenario (YAML or JSON)").fill(readFileSync(join(root, file), "utf8"));
+    await page.evaluate(() => { document.getElementById("report").textContent = ""; });
+    await page.getByRole("button", { name: "Simulate" }).click();
+    await page.waitForFunction(() => (document.getElementById("report")?.textContent ?? "").length > 0);
+    const inBrowser = await page.locator("#report").evaluate((el) => el.textContent);
+    assert.equal(inBrowser, expected, file);
+    if (file.startsWith("host/")) await shot(page, "simulate");
+  }
+  // A scenario with an error names the field, as the CLI does.
+  await page.getByLabel("Scenario (YAML or JSON)").fill("start: 2026-12-07T00:00:00Z\nmembers:\n  - {name: a, region: eastus, kubernetesVersion: 1.30.4, nodePools: [{name: p, imageVersion: bad}]}\nrun: {name: r, managedClusterUpdate: {upgrade: {type: Full, kubernetesVersion: 1.31.2}}}\n");
+  await page.getByRole("button", { name: "Simulate" }).click();
+  await page.locator("#scenario-error").getByText("members[0].nodePools[0].osType: is required (line 3, column 80)").waitFor();
+  assert.deepEqual(problems, []);
+});
