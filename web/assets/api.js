@@ -113,7 +113,9 @@ export class Api {
   async list(path) {
     /** @type {any[]} */
     const items = [];
-    let url = this.url(path);
+    // The largest page the API gives (1,000): a 10,000-member fleet in 10 requests, not 100.
+    const paged = path.includes("$top=") ? path : `${path}${path.includes("?") ? "&" : "?"}$top=1000`;
+    let url = this.url(paged);
     for (let page = 0; page < 1000 && url; page++) {
       const { body } = await Api.call("GET", url);
       items.push(...(body.value ?? []));

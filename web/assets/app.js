@@ -89,6 +89,7 @@ let ctx = null;
 /** @type {(() => void) | null} */
 let leave = null;
 let generation = 0;
+let firstRoute = true;
 
 async function route() {
   const main = /** @type {HTMLElement} */ (document.getElementById("main"));
@@ -128,7 +129,10 @@ async function route() {
     if (mine !== generation) return;
     replace(main, h("h1", null, title), notice("error", describe(e)));
   }
-  main.focus({ preventScroll: true });
+  // After a navigation, focus moves to the new page (a screen reader announces it); the first
+  // page of a visit leaves focus where the browser put it, so Tab reaches the skip link first.
+  if (!firstRoute) main.focus({ preventScroll: true });
+  firstRoute = false;
 }
 
 /** @param {unknown} e */

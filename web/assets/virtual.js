@@ -10,9 +10,10 @@ export class VirtualList {
    */
   constructor(opts) {
     this.opts = opts;
-    this.el = h("div.virtual", { role: "list", "aria-label": opts.label });
+    // Focusable, so that a keyboard can scroll it.
+    this.el = h("div.virtual", { role: "list", "aria-label": opts.label, tabindex: "0" });
     this.el.style.maxHeight = opts.maxHeight ?? "70vh";
-    this.spacer = h("div.spacer");
+    this.spacer = h("div.spacer", { role: "none" });
     this.el.appendChild(this.spacer);
     let queued = false;
     this.el.addEventListener("scroll", () => {

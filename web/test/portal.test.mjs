@@ -35,6 +35,7 @@ releases:
   kubernetes:
     - {version: 1.32.7, available: {eastus: 2026-11-01T00:00:00Z}}
     - {version: 1.33.3, available: {eastus: 2026-12-01T00:00:00Z}}
+    - {version: 1.33.4, available: {eastus: 2026-12-01T00:00:00Z}}
   nodeImages:
     - {version: AKSUbuntu-2204gen2containerd-202611.01.0, available: {eastus: 2026-11-01T00:00:00Z}}
 `;
@@ -65,6 +66,20 @@ function freePort() {
   });
 }
 
+async function startDaemon() {
+  daemon = spawn(bin, ["serve", "--config", join(dir, "waverun.yaml")], { stdio: ["ignore", "pipe", "pipe"] });
+  daemon.stdout.on("data", (d) => logs.push(String(d)));
+  daemon.stderr.on("data", (d) => logs.push(String(d)));
+  for (let i = 0; i < 600; i++) {
+    if (daemon.exitCode !== null) throw new Error(`the daemon exited: ${logs.join("")}`);
+    try {
+      if ((await fetch(`${base}/readyz`)).ok) return;
+    } catch { /* not listening yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the daemon was not ready within 60 s: ${logs.join("")}`);
+}
+
 before(async () => {
   if (!existsSync(executablePath)) {
     throw new Error(`Chromium is not installed at ${executablePath}: run \`apt-get install -y chromium\` `
@@ -84,20 +99,19 @@ tokens:
   - {name: alice, role: admin, sha256: ${sha(TOKENS.admin)}}
   - {name: victor, role: viewer, sha256: ${sha(TOKENS.viewer)}}
 `);
-  daemon = spawn(bin, ["serve", "--config", join(dir, "waverun.yaml")], { stdio: ["ignore", "pipe", "pipe"] });
-  daemon.stdout.on("data", (d) => logs.push(String(d)));
-  daemon.stderr.on("data", (d) => logs.push(String(d)));
   base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    if (daemon.exitCode !== null) throw new Error(`the daemon exited: ${logs.join("")}`);
-    try {
-      if ((await fetch(`${base}/readyz`)).ok) break;
-    } catch { /* not listening yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await startDaemon();
   browser = await chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
 });
+
+/** Stops the daemon (SIGTERM), runs `meanwhile`, and starts it again on the same data. */
+async function restartDaemon(meanwhile) {
+  daemon.kill("SIGTERM");
+  await new Promise((r) => daemon.once("exit", r));
+  await meanwhile();
+  await startDaemon();
+}
 
 after(async () => {
   await browser?.close();
@@ -109,8 +123,8 @@ after(async () => {
 });
 
 /** A fresh tab, with its page errors collected (a test fails on any). */
-async function tab(t, { dark = false } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, colorScheme: dark ? "dark" : "light" });
+async function tab(t, { dark = false, bypassCSP = false } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, colorScheme: dark ? "dark" : "light", bypassCSP });
   const page = await context.newPage();
   const problems = [];
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -213,6 +227,43 @@ test("an admin writes a strategy in the editor, sees its plan, starts a run, wat
   assert.deepEqual(problems, []);
 });
 
+test("every page passes axe's WCAG 2 A and AA rules (contrast included) in light and dark, and works from the keyboard", async (t) => {
+  const axe = join(root, "web/node_modules/axe-core/axe.min.js");
+  for (const dark of [false, true]) {
+    // axe is injected as a script, which the portal's CSP refuses: this context bypasses it.
+    const { page, problems } = await tab(t, { dark, bypassCSP: true });
+    await page.goto(`${base}/#token=${TOKENS.admin}`);
+    for (const path of ["/fleet", "/runs", "/runs/r1", "/approvals", "/strategies", "/editor", "/simulate", "/profiles", "/audit"]) {
+      await page.goto(`${base}${path}`);
+      await page.locator("main h1").first().waitFor();
+      // The page's data arrives after its heading; the live stream never goes idle, so a short
+      // settle rather than "network idle".
+      await page.waitForTimeout(400);
+      await page.addScriptTag({ path: axe });
+      const violations = await page.evaluate(async () => {
+        // @ts-ignore axe is the injected global
+        const r = await window.axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } });
+        return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("; ")}`);
+      });
+      assert.deepEqual(violations, [], `${path} ${dark ? "dark" : "light"}`);
+    }
+    assert.deepEqual(problems, []);
+  }
+  // The keyboard: the skip link comes first and lands in the page; the views of a run are tabs
+  // that the arrow keys move between.
+  const { page } = await tab(t);
+  await page.goto(`${base}/runs/r1#token=${TOKENS.admin}`);
+  await page.getByRole("tab", { name: "Tree" }).waitFor();
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Skip to content");
+  await page.keyboard.press("Enter");
+  assert.equal(await page.evaluate(() => document.activeElement?.id), "main");
+  await page.getByRole("tab", { name: "Tree" }).focus();
+  await page.keyboard.press("ArrowRight");
+  assert.equal(await page.getByRole("tab", { name: "Timeline" }).getAttribute("aria-selected"), "true");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Timeline");
+});
+
 test("an invalid strategy shows the error at its field, with the CLI's path, and a way to its line", async (t) => {
   const { page, problems } = await tab(t, { dark: true });
   await page.goto(`${base}/editor#token=${TOKENS.admin}`);
@@ -308,4 +359,71 @@ test("the in-browser simulation of a scenario is byte for byte `waverun simulate
   await page.getByRole("button", { name: "Simulate" }).click();
   await page.locator("#scenario-error").getByText("members[0].nodePools[0].osType: is required (line 3, column 80)").waitFor();
   assert.deepEqual(problems, []);
+});
+
+test("members picked in the tree are skipped, and a retry run takes the ones left over", async (t) => {
+  // r1 took every member to 1.33.3; r3 takes them to the next patch.
+  const created = await api("PUT", "/updateRuns/r3", TOKENS.admin, {
+    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.4" } } },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/runs/r3#token=${TOKENS.admin}`);
+  const tree = page.getByRole("list", { name: /members of r3/ });
+  await tree.waitFor();
+  await page.getByRole("button", { name: "Start" }).click();
+  // While the prod stage waits for its gate, two of its members are picked and skipped.
+  const approve = tree.getByRole("button", { name: "Approve" });
+  await approve.waitFor({ timeout: 60_000 });
+  await page.getByRole("checkbox", { name: "select Member:prod-4 to skip" }).check();
+  await page.getByRole("checkbox", { name: "select Member:prod-3 to skip" }).check();
+  await page.getByRole("button", { name: "Skip 2 selected" }).click();
+  await page.getByRole("status").getByText("Skip: done.").waitFor();
+  await tree.locator("[data-row='Member:prod-4'] .badge").getByText("Skipped", { exact: true }).waitFor();
+  await tree.locator("[data-row='Member:prod-3'] .badge").getByText("Skipped", { exact: true }).waitFor();
+  await shot(page, "run-skipped");
+  await approve.click();
+  await page.locator("h1").getByText("Completed").waitFor({ timeout: 90_000 });
+  await page.getByRole("button", { name: "Retry" }).click();
+  await page.waitForURL(`${base}/runs/r3-retry`);
+  const retry = page.getByRole("list", { name: /members of r3-retry/ });
+  await retry.waitFor();
+  const rows = await retry.locator("[data-row^='Member:']").evaluateAll((els) => els.map((e) => e.getAttribute("data-row")));
+  assert.deepEqual(rows.sort(), ["Member:prod-3", "Member:prod-4"]);
+  assert.deepEqual(problems, []);
+});
+
+test("live updates resume after the daemon restarts, without a gap or a duplicate", async (t) => {
+  // prod-3 and prod-4, skipped in r3, are still on 1.33.3: r4 has work for its prod stage.
+  const created = await api("PUT", "/updateRuns/r4", TOKENS.admin, {
+    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.4" } } },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/runs/r4#token=${TOKENS.admin}`);
+  await page.getByRole("tab", { name: "Event log" }).click();
+  await page.getByText("● live").waitFor();
+  await restartDaemon(async () => {
+    await page.getByText("○ reconnecting…").waitFor({ timeout: 30_000 });
+  });
+  await page.getByText("● live").waitFor({ timeout: 60_000 });
+  const started = await fetch(`${base}/api/v1/fleets/portal/updateRuns/r4/start`, { method: "POST", headers: { Authorization: `Bearer ${TOKENS.admin}` } });
+  assert.equal(started.status, 200, await started.text());
+  const log = page.getByRole("list", { name: "Events of r4" });
+  await log.getByText(/GateCreated/).waitFor({ timeout: 60_000 });
+  const apiKinds = async () => (await api("GET", "/events?run=r4&$top=1000", TOKENS.admin)).body.value.map((e) => e.kind);
+  let want = await apiKinds();
+  for (let i = 0; i < 50; i++) {
+    const shown = await log.locator(".vrow code").evaluateAll((els) => els.map((e) => e.textContent.trim().split(/\s+/)[2]));
+    want = await apiKinds();
+    if (shown.length === want.length) {
+      assert.deepEqual(shown, want);
+      break;
+    }
+    await page.waitForTimeout(200);
+  }
+  assert.equal((await log.locator(".vrow code").count()), want.length);
+  assert.equal(want.filter((k) => k === "RunStarted").length, 1);
+  // While the daemon was down, the stream's reconnection attempts were refused: expected.
+  assert.deepEqual(problems.filter((p) => !p.includes("net::ERR_CONNECTION_REFUSED")), []);
 });

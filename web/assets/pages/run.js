@@ -129,7 +129,8 @@ export async function render(ctx, root, params) {
       ? h("button.primary", { type: "button", "data-focus-key": `approve:${r.gateId}`, onclick: () => void approve(/** @type {string} */ (r.gateId)) }, "Approve")
       : null;
     return h(`div.node.depth-${r.depth}`, { "data-row": key },
-      box,
+      // Operators get a column of checkboxes; rows that cannot be skipped keep its width.
+      ctx.can("operate") ? h("span.box", null, box) : null,
       r.kind === "member" ? null : h("span.kind", null, r.kind === "wait" ? "wait" : r.kind === "gate" ? `${r.extra} gate` : r.kind),
       h("span.name", null, r.name),
       badge(r.state),
@@ -150,17 +151,18 @@ export async function render(ctx, root, params) {
   }
 
   function progress() {
-    let total = 0, done = 0, failed = 0;
+    let total = 0, done = 0, failed = 0, unfinished = 0;
     for (const st of run.properties.status?.stages ?? []) {
       for (const g of st.groups) {
         for (const m of g.members) {
           total++;
           if (DONE.has(m.status.state)) done++;
           if (m.status.state === "Failed") failed++;
+          if (m.status.state !== "Completed") unfinished++;
         }
       }
     }
-    return { total, done, failed };
+    return { total, done, failed, unfinished };
   }
 
   function drawHead() {
@@ -201,7 +203,7 @@ export async function render(ctx, root, params) {
         type: "button", disabled: selected.size === 0,
         onclick: () => void act("Skip", () => post("/skip", { targets: [...selected].map((t) => ({ type: t.split(":")[0], name: t.slice(t.indexOf(":") + 1) })) })),
       }, selected.size ? `Skip ${selected.size} selected` : "Skip (select in the tree)") : null,
-      state === "Failed" || state === "Stopped" || (state === "Completed" && (run.properties.status?.failureCount ?? 0) > 0)
+      DONE.has(state) && progress().unfinished > 0
         ? button("Retry", async () => {
           const { body } = await ctx.api.post(`/updateRuns/${encodeURIComponent(name)}/retry`, {});
           ctx.navigate(`/runs/${encodeURIComponent(body.name)}`);

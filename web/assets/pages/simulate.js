@@ -17,7 +17,7 @@ export function render(_ctx, root) {
   const error = h("div#scenario-error", { "aria-live": "polite" });
   const summary = h("div", { "aria-live": "polite" });
   const chart = h("div");
-  const report = h("pre#report", { tabindex: "0", "aria-label": "The report (waverun simulate -o json)" });
+  const report = h("pre#report", { tabindex: "0", role: "region", "aria-label": "The report (waverun simulate -o json)" });
   const run = async () => {
     replace(error);
     const text = area.value;
