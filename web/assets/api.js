@@ -26,8 +26,7 @@ export class ApiError extends Error {
     if (this.status === 401) return `Not signed in: ${this.message}. Sign in again with a valid token.`;
     if (this.status === 403) return `Not allowed (403): ${this.message}`;
     if (this.status === 412) {
-      return "Someone changed this since you loaded it (the ETag no longer matches); "
-        + "it has been reloaded — check it and try again.";
+      return "It changed since this page read it (its ETag no longer matches).";
     }
     return this.target ? `${this.target}: ${this.message}` : this.message;
   }
@@ -51,7 +50,13 @@ export function storeToken(token) {
 export function takeTokenFromFragment() {
   const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
   if (!m) return;
-  storeToken(decodeURIComponent(m[1]));
+  let token = m[1];
+  try {
+    token = decodeURIComponent(token);
+  } catch {
+    // Not percent-encoded after all: the token as it is.
+  }
+  storeToken(token);
   history.replaceState(history.state, "", location.pathname + location.search);
 }
 
@@ -146,9 +151,11 @@ export class Api {
 
   /**
    * Follows `GET /events` (Server-Sent Events) from `after`, resuming from the last id after
-   * a break, with a growing pause between attempts (1 s to 15 s).
+   * a break, with a growing pause between attempts (1 s to 15 s). The daemon sends a heartbeat
+   * every 15 s: 45 s of silence means the connection is dead (a laptop slept, a proxy dropped
+   * it) and it is opened again. A 401, 403 or 404 is final: `onState("failed")`, and it stops.
    * @param {{ run?: string, after?: number, onEvent: (e: import("../types").FleetEvent, id: number) => void,
-   *           onState?: (s: "live" | "reconnecting") => void }} opts
+   *           onState?: (s: "live" | "reconnecting" | "failed", why?: ApiError) => void }} opts
    * @returns {{ close(): void }}
    */
   follow(opts) {
@@ -157,6 +164,13 @@ export class Api {
     const run = async () => {
       let pause = 1000;
       while (!stop.signal.aborted) {
+        const conn = new AbortController();
+        const onStop = () => conn.abort();
+        stop.signal.addEventListener("abort", onStop);
+        let heard = Date.now();
+        const watchdog = setInterval(() => {
+          if (Date.now() - heard > 45_000) conn.abort();
+        }, 5_000);
         try {
           const q = opts.run ? `?run=${encodeURIComponent(opts.run)}` : "";
           /** @type {Record<string, string>} */
@@ -164,16 +178,26 @@ export class Api {
           const token = storedToken();
           if (token) headers.Authorization = `Bearer ${token}`;
           if (last) headers["Last-Event-ID"] = String(last);
-          const res = await fetch(this.url(`/events${q}`), { headers, signal: stop.signal });
+          const res = await fetch(this.url(`/events${q}`), { headers, signal: conn.signal });
+          if (res.status === 401 || res.status === 403 || res.status === 404) {
+            let problem = {};
+            try { problem = await res.json(); } catch { /* not a problem document */ }
+            opts.onState?.("failed", new ApiError(res.status, problem));
+            return;
+          }
           if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
           opts.onState?.("live");
           pause = 1000;
           for await (const frame of frames(res.body)) {
+            heard = Date.now();
             if (frame.id) last = Number(frame.id);
             if (frame.data) opts.onEvent(JSON.parse(frame.data), last);
           }
-        } catch (e) {
+        } catch {
           if (stop.signal.aborted) return;
+        } finally {
+          clearInterval(watchdog);
+          stop.signal.removeEventListener("abort", onStop);
         }
         opts.onState?.("reconnecting");
         await new Promise((r) => setTimeout(r, pause));
@@ -186,8 +210,8 @@ export class Api {
 }
 
 /**
- * The frames of an SSE body: `{id, event, data}` per blank-line-terminated block; comments
- * (heartbeats) are dropped.
+ * The frames of an SSE body: `{id, event, data}` per blank-line-terminated block; a block of
+ * comments only (a heartbeat) is an empty frame, so that the caller hears that the link lives.
  * @param {ReadableStream<Uint8Array>} body
  * @returns {AsyncGenerator<{ id: string, event: string, data: string }>}
  */
@@ -213,7 +237,7 @@ async function* frames(body) {
         else if (field === "event") frame.event = v;
         else if (field === "data") frame.data = frame.data ? `${frame.data}\n${v}` : v;
       }
-      if (frame.data || frame.id) yield frame;
+      yield frame;
     }
   }
 }

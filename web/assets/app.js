@@ -42,7 +42,7 @@ export class Ctx {
     this.api = api;
     this.caller = caller;
     this.clock = clock;
-    /** @type {Set<(e: import("../types").FleetEvent) => void>} */
+    /** @type {Set<(e: import("../types").FleetEvent, seq: number) => void>} */
     this.listeners = new Set();
   }
   /** @param {Need} need */
@@ -53,8 +53,10 @@ export class Ctx {
     return (need === "operate" && r === "operator") || (need === "approve" && r === "approver");
   }
   /**
-   * Calls `fn` for every new fleet event until the returned function is called.
-   * @param {(e: import("../types").FleetEvent) => void} fn
+   * Calls `fn` for every new fleet event (with its sequence number) until the returned function
+   * is called. The whole portal shares one event stream: a browser allows few connections to
+   * one HTTP/1.1 server, and several tabs each with several streams would use them all.
+   * @param {(e: import("../types").FleetEvent, seq: number) => void} fn
    */
   onEvent(fn) {
     this.listeners.add(fn);
@@ -111,7 +113,14 @@ async function route() {
   }
   const [re, title, load] = found;
   const params = /** @type {Record<string, string>} */ ({});
-  for (const [k, v] of Object.entries(re.exec(path)?.groups ?? {})) params[k] = decodeURIComponent(v);
+  for (const [k, v] of Object.entries(re.exec(path)?.groups ?? {})) {
+    try {
+      params[k] = decodeURIComponent(v);
+    } catch {
+      replace(main, h("h1", null, "Not found"), notice("error", `${path} is not a valid address (bad percent-encoding).`));
+      return;
+    }
+  }
   document.title = `${params.name ? `${params.name} · ` : ""}${title} · waverun`;
   replace(main, h("p.hint", { role: "status" }, "Loading…"));
   try {
@@ -220,14 +229,21 @@ async function boot() {
   let pendingTimer = 0;
   stream = c.api.follow({
     after: p.lastEventSeq,
-    onEvent: (e) => {
-      for (const fn of c.listeners) fn(e);
-      if (e.kind.startsWith("Gate") || e.kind.startsWith("Run")) {
-        clearTimeout(pendingTimer);
-        pendingTimer = window.setTimeout(refreshPending, 300);
+    onEvent: (e, seq) => {
+      for (const fn of c.listeners) fn(e, seq);
+      // At most one refresh in flight per 300 ms, however fast events come.
+      if ((e.kind.startsWith("Gate") || e.kind.startsWith("Run")) && !pendingTimer) {
+        pendingTimer = window.setTimeout(() => { pendingTimer = 0; void refreshPending(); }, 300);
       }
     },
-    onState: (s) => { live.textContent = s === "live" ? "● live" : "○ reconnecting…"; },
+    onState: (s) => {
+      if (s === "failed") {
+        // The token was revoked or the fleet is gone: back to sign-in, saying why.
+        void boot();
+        return;
+      }
+      live.textContent = s === "live" ? "● live" : "○ reconnecting…";
+    },
   });
   void refreshPending();
   await route();
@@ -242,5 +258,9 @@ document.addEventListener("click", (ev) => {
   ctx?.navigate(href);
 });
 window.addEventListener("popstate", () => void route());
+// A `#token=` link opened in a tab that is already open changes only the fragment.
+window.addEventListener("hashchange", () => {
+  if (/(?:^#|&)token=/.test(location.hash)) void boot();
+});
 setInterval(refreshFleet, 30_000);
 void boot();

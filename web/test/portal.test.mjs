@@ -335,7 +335,7 @@ test("a conflicting change is refused with If-Match and the page reloads the run
   await start.click();
   const alert = page.getByRole("alert");
   await alert.waitFor();
-  assert.match(await alert.innerText(), /Start was refused\. Someone changed this since you loaded it/);
+  assert.match(await alert.innerText(), /Start was refused\. It changed since this page read it \(its ETag no longer matches\)\. The run has been read again/);
   await page.getByText("ControlPlaneOnly → Kubernetes 1.33.3").waitFor();
   await shot(page, "conflict");
   assert.deepEqual(problems, []);

@@ -14,9 +14,13 @@ export async function render(ctx, root) {
   const body = h("div");
   const out = h("div", { "aria-live": "polite" });
   root.append(h("h1", null, "Approvals"), out, body);
+  let loads = 0;
   async function load() {
+    // Reads overlap (an approval, then its events): only the newest one is drawn, so an
+    // approved gate never comes back from an older answer.
+    const mine = ++loads;
     const gates = await listOrSay(ctx, "/gates?$filter=state%20eq%20Pending", body);
-    if (!gates) return;
+    if (!gates || mine !== loads) return;
     if (!gates.length) {
       replace(body, h("p", null, "No gate is waiting for approval."));
       return;
@@ -43,6 +47,9 @@ export async function render(ctx, root) {
     })));
   }
   await load();
-  const off = ctx.onEvent((e) => { if (e.kind.startsWith("Gate")) void load(); });
-  return off;
+  let timer = 0;
+  const off = ctx.onEvent((e) => {
+    if (e.kind.startsWith("Gate") && !timer) timer = window.setTimeout(() => { timer = 0; void load(); }, 200);
+  });
+  return () => { off(); clearTimeout(timer); };
 }

@@ -247,19 +247,41 @@ export async function render(ctx, root, params) {
   }
 
   async function store() {
-    if (!strategy) {
-      replace(out, notice("error", "Fix the errors first: the strategy is not valid."));
+    // What is saved is the text as it is now, checked now — never the last preview's strategy,
+    // which may be from before the latest keystrokes.
+    const fmt = /** @type {"yaml" | "json"} */ (/** @type {HTMLSelectElement} */ (format).value);
+    let v;
+    try {
+      v = await validate(area.value, fmt);
+    } catch (e) {
+      replace(out, notice("error", `Not saved. ${describe(e)}`));
+      return;
+    }
+    if (v.kind !== "strategy" || !v.valid || !v.strategy) {
+      replace(out, notice("error", "Not saved: the strategy is not valid (the errors are listed under it)."));
+      later();
       return;
     }
     const n = /** @type {HTMLInputElement} */ (name).value.trim();
     try {
-      const r = await ctx.api.put(`/updateStrategies/${encodeURIComponent(n)}`, { properties: { strategy } }, params.name ? { etag } : { createOnly: true });
+      const r = await ctx.api.put(`/updateStrategies/${encodeURIComponent(n)}`, { properties: { strategy: v.strategy } }, params.name ? { etag } : { createOnly: true });
       etag = r.etag || r.body.eTag || etag;
       replace(out, notice("ok", `Saved ${n}.`));
       if (!params.name) ctx.navigate(`/strategies/${encodeURIComponent(n)}`);
     } catch (e) {
-      const hint = e instanceof ApiError && e.status === 412 && !params.name ? ` A strategy named ${n} exists already; open it from Strategies to change it.` : "";
-      replace(out, notice("error", `Not saved. ${describe(e)}${hint}`));
+      if (e instanceof ApiError && e.status === 412 && !params.name) {
+        replace(out, notice("error", `Not saved: a strategy named ${n} exists already; open it from Strategies to change it.`));
+      } else if (e instanceof ApiError && e.status === 412) {
+        // Someone saved it meanwhile: read its new ETag; the text here is kept, and saving
+        // again replaces theirs.
+        try {
+          etag = (await ctx.api.get(`/updateStrategies/${encodeURIComponent(n)}`)).etag;
+        } catch { /* the next save says why */ }
+        replace(out, notice("error", `Not saved: ${n} was changed by someone else since this page read it. `
+          + "Your text is kept here; Save again to replace their version with it, or reload the page to see theirs."));
+      } else {
+        replace(out, notice("error", `Not saved. ${describe(e)}`));
+      }
     }
   }
 

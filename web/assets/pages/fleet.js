@@ -110,8 +110,8 @@ export async function render(ctx, root) {
   let reload = 0;
   const off = ctx.onEvent((e) => {
     if (!e.kind.startsWith("Member") && !e.kind.startsWith("Run")) return;
-    clearTimeout(reload);
-    reload = window.setTimeout(() => void load(), 1000);
+    // At most one reload a second, however fast events come.
+    if (!reload) reload = window.setTimeout(() => { reload = 0; void load(); }, 1000);
   });
   return () => { off(); clearTimeout(reload); };
 }

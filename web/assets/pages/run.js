@@ -122,7 +122,8 @@ export async function render(ctx, root, params) {
         onchange: (/** @type {Event} */ ev) => {
           const on = /** @type {HTMLInputElement} */ (ev.target).checked;
           if (r.target) { if (on) selected.add(r.target); else selected.delete(r.target); }
-          drawActions();
+          actionsDrawn = "";
+          redraw();
         } })
       : null;
     const approveButton = r.kind === "gate" && r.state === "Pending" && r.gateId && ctx.can("approve")
@@ -136,7 +137,7 @@ export async function render(ctx, root, params) {
       badge(r.state),
       r.extra && r.kind !== "gate" ? h("span.limits", null, r.extra) : null,
       r.limits ? h("span.limits", null, r.limits) : null,
-      r.waiting ? h("span.wait", null, "waiting: ", h("span.until", null, waitingText(r.waiting, ctx))) : null,
+      r.waiting ? h("span.wait", null, "waiting: ", h("span.until", { "data-key": key }, waitingText(r.waiting, ctx))) : null,
       !r.waiting && r.message ? h("span.hint", null, r.message) : null,
       approveButton);
   }
@@ -225,8 +226,9 @@ export async function render(ctx, root, params) {
       await fn();
       replace(messages, notice("ok", `${what}: done.`));
     } catch (e) {
-      replace(messages, notice("error", `${what} was refused. ${describe(e)}`));
-      if (e instanceof ApiError && e.status === 412) await reload();
+      const again = e instanceof ApiError && e.status === 412 ? " The run has been read again: check it, then try again." : "";
+      replace(messages, notice("error", `${what} was refused. ${describe(e)}${again}`));
+      if (again) await reload();
     }
   }
 
@@ -263,7 +265,10 @@ export async function render(ctx, root, params) {
 
   /** @type {Map<string, any>} */
   const memberCache = new Map();
+  let timelineSeq = 0;
   async function drawTimeline() {
+    // Draws overlap (events, forecasts): only the newest one lands.
+    const mine = ++timelineSeq;
     const now = ctx.clock.now();
     const { rows: chartRows, marks, first } = fromEvents(run.properties.status, events, now);
     /** @type {Map<string, any>} */
@@ -305,10 +310,16 @@ export async function render(ctx, root, params) {
       }
       row.shades = byWindow.get(key) ?? [];
     }
-    if (tab !== "timeline") return;
+    if (tab !== "timeline" || mine !== timelineSeq) return;
+    const scrolled = panel.querySelector(".gantt")?.scrollTop ?? 0;
     const box = h("div");
     replace(panel, box);
     drawGantt(box, { rows: chartRows, marks, now, from, to }, `Timeline of ${name}: one row per member, bars for upgrades, forecast dashed`);
+    const g = panel.querySelector(".gantt");
+    if (g && scrolled) {
+      g.scrollTop = scrolled;
+      g.dispatchEvent(new Event("scroll"));
+    }
   }
 
   function drawTabs() {
@@ -327,11 +338,27 @@ export async function render(ctx, root, params) {
     panel.setAttribute("aria-labelledby", `tab-${tab}`);
   }
 
+  let actionsDrawn = "";
+  let tabsDrawn = "";
   function redraw() {
     rows = treeRows(run.properties.status);
+    // A selected target that can no longer be skipped (it finished meanwhile) leaves the
+    // selection, so that a skip never sends it.
+    const skippable = new Set(rows.filter((r) => r.target && r.kind !== "gate" && !DONE.has(r.state)).map((r) => r.target));
+    for (const t of [...selected]) if (!skippable.has(t)) selected.delete(t);
     drawHead();
-    drawActions();
-    drawTabs();
+    // The buttons and tabs are rebuilt only when what they show changes, so that keyboard focus
+    // on them survives live updates.
+    const p = progress();
+    const actionsKey = `${run.properties.status?.status.state}|${selected.size}|${p.unfinished > 0}`;
+    if (actionsKey !== actionsDrawn) {
+      actionsDrawn = actionsKey;
+      drawActions();
+    }
+    if (tab !== tabsDrawn) {
+      tabsDrawn = tab;
+      drawTabs();
+    }
     if (tab === "tree") {
       if (!panel.contains(tree.el)) replace(panel, tree.el);
       tree.setCount(rows.length);
@@ -345,19 +372,49 @@ export async function render(ctx, root, params) {
 
   redraw();
   void loadForecast();
+  // The run's events: its history read once, then the portal's shared live stream, merged by
+  // sequence number (an event in both is shown once).
   let reloadTimer = 0;
-  const stream = ctx.api.follow({
-    run: name,
-    onEvent: (e) => {
-      events.push(e);
-      if (tab === "events") log.setCount(events.length);
-      clearTimeout(reloadTimer);
-      reloadTimer = window.setTimeout(() => void reload(), 250);
-    },
+  let historyRead = false;
+  /** @type {Set<number>} */
+  const seen = new Set();
+  /** @type {[import("../../types").FleetEvent, number][]} */
+  const early = [];
+  /** @param {import("../../types").FleetEvent} e @param {number} seq */
+  const add = (e, seq) => {
+    if (seen.has(seq)) return;
+    seen.add(seq);
+    events.push(e);
+  };
+  const off = ctx.onEvent((e, seq) => {
+    if (e.run !== name) return;
+    if (!historyRead) {
+      early.push([e, seq]);
+      return;
+    }
+    add(e, seq);
+    if (tab === "events") log.setCount(events.length);
+    // At most one reload per 250 ms, however fast events come.
+    if (!reloadTimer) reloadTimer = window.setTimeout(() => { reloadTimer = 0; void reload(); }, 250);
   });
+  void ctx.api.list(`/events?run=${encodeURIComponent(name)}`).then((history) => {
+    for (const e of history) add(e, e.seq);
+  }).catch((e) => replace(messages, notice("error", `The run's history could not be read: ${describe(e)}`))).finally(() => {
+    historyRead = true;
+    for (const [e, seq] of early) add(e, seq);
+    if (tab === "events") log.setCount(events.length);
+    else if (tab === "timeline") void drawTimeline();
+  });
+  // Countdowns tick in place: only the text of each visible wait changes, never the rows
+  // (a click in progress or a focused button stays where it is).
   const tick = setInterval(() => {
     drawHeadCountdown();
-    if (tab === "tree") tree.update();
+    if (tab !== "tree") return;
+    const byKey = new Map(rows.map((r) => [r.target ?? `gate:${r.gateId}`, r]));
+    for (const el of tree.el.querySelectorAll(".until[data-key]")) {
+      const r = byKey.get(el.getAttribute("data-key") ?? "");
+      if (r?.waiting) el.textContent = waitingText(r.waiting, ctx);
+    }
   }, 1000);
   const refreshForecast = setInterval(() => void loadForecast(), 20_000);
   function drawHeadCountdown() {
@@ -366,7 +423,7 @@ export async function render(ctx, root, params) {
     if (w && dd) dd.textContent = waitingText(w, ctx);
   }
   return () => {
-    stream.close();
+    off();
     clearInterval(tick);
     clearInterval(refreshForecast);
     clearTimeout(reloadTimer);

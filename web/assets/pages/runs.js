@@ -2,6 +2,7 @@
 // the fleet's events; and, for operators, a form that creates a run from a stored strategy or
 // from an Azure strategy file pasted or uploaded (checked by the engine in the browser first).
 
+import { ApiError } from "../api.js";
 import { describe } from "../app.js";
 import { badge, h, notice, replace, shortTime } from "../dom.js";
 import { validate } from "../engine.js";
@@ -33,20 +34,35 @@ export async function render(ctx, root) {
   const table = h("div");
   const form = ctx.can("operate") ? createForm(ctx) : null;
   root.append(h("h1", null, "Update runs"), table, form ?? "");
-  /** @type {Map<string, string>} */
+  /** The forecast finish of each moving run, and when it was asked (real ms). */
+  /** @type {Map<string, { at: number, finish: string }>} */
   const finishes = new Map();
+  /** @type {any[]} */
+  let runs = [];
+  let alive = true;
+  let loads = 0;
 
   async function load() {
-    const runs = await listOrSay(ctx, "/updateRuns", table);
-    if (!runs) return;
+    const mine = ++loads;
+    const got = await listOrSay(ctx, "/updateRuns", table);
+    if (!got || !alive || mine !== loads) return;
+    runs = got;
     for (const r of runs) {
       const state = r.properties.status?.status.state ?? "NotStarted";
-      if (DONE.has(state) || state === "NotStarted" || finishes.has(r.name)) continue;
-      finishes.set(r.name, "…");
+      const known = finishes.get(r.name);
+      if (DONE.has(state) || state === "NotStarted" || (known && Date.now() - known.at < 20_000)) continue;
+      finishes.set(r.name, { at: Date.now(), finish: known?.finish ?? "" });
       ctx.api.get(`/updateRuns/${encodeURIComponent(r.name)}/forecast`)
-        .then(({ body }) => { finishes.set(r.name, body.expectedFinish ?? ""); void load(); })
-        .catch(() => finishes.set(r.name, ""));
+        .then(({ body }) => {
+          finishes.set(r.name, { at: Date.now(), finish: body.expectedFinish ?? "" });
+          if (alive) draw();
+        })
+        .catch(() => { /* no forecast: the column stays empty */ });
     }
+    draw();
+  }
+
+  function draw() {
     if (!runs.length) {
       replace(table, h("p", null, "No runs yet.", ctx.can("operate") ? " Create one below." : ""));
       return;
@@ -57,7 +73,7 @@ export async function render(ctx, root) {
         const { total, done } = counts(r);
         const up = r.properties.managedClusterUpdate.upgrade;
         const finish = st?.status.completedTime ? shortTime(st.status.completedTime)
-          : finishes.get(r.name) ? `~${shortTime(finishes.get(r.name))}` : "";
+          : finishes.get(r.name)?.finish ? `~${shortTime(finishes.get(r.name)?.finish)}` : "";
         return h("tr", null,
           h("td", null, h("a", { href: `/runs/${encodeURIComponent(r.name)}` }, r.name)),
           h("td", null, badge(state)),
@@ -74,10 +90,10 @@ export async function render(ctx, root) {
   let timer = 0;
   const off = ctx.onEvent((e) => {
     if (!e.kind.startsWith("Member") && !e.kind.startsWith("Run") && !e.kind.startsWith("Stage")) return;
-    clearTimeout(timer);
-    timer = window.setTimeout(() => void load(), 400);
+    // At most one reload per 400 ms, however fast events come.
+    if (!timer) timer = window.setTimeout(() => { timer = 0; void load(); }, 400);
   });
-  return () => { off(); clearTimeout(timer); };
+  return () => { alive = false; off(); clearTimeout(timer); };
 }
 
 /**
@@ -139,8 +155,21 @@ function createForm(ctx) {
         properties.strategy = strategy;
       }
       const runName = v(name);
-      await ctx.api.put(`/updateRuns/${encodeURIComponent(runName)}`, { properties }, { createOnly: true });
-      if (/** @type {HTMLInputElement} */ (start).checked) await ctx.api.post(`/updateRuns/${encodeURIComponent(runName)}/start`, {});
+      try {
+        await ctx.api.put(`/updateRuns/${encodeURIComponent(runName)}`, { properties }, { createOnly: true });
+      } catch (e) {
+        const taken = e instanceof ApiError && e.status === 412 ? ` A run named ${runName} exists already.` : "";
+        replace(out, notice("error", `The run was not created. ${describe(e)}${taken}`));
+        return;
+      }
+      if (/** @type {HTMLInputElement} */ (start).checked) {
+        try {
+          await ctx.api.post(`/updateRuns/${encodeURIComponent(runName)}/start`, {});
+        } catch (e) {
+          replace(out, notice("error", `The run ${runName} was created but did not start. ${describe(e)}`));
+          return;
+        }
+      }
       ctx.navigate(`/runs/${encodeURIComponent(runName)}`);
     } catch (e) {
       replace(out, notice("error", `The run was not created. ${describe(e)}`));
