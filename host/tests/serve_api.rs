@@ -1208,6 +1208,14 @@ fn lists_page_in_name_order_through_absolute_next_links_that_keep_the_query() {
     );
     let everything = d.get("/events?run=r1&$top=1000", None).body["value"].clone();
     assert_eq!(json!(events), everything);
+    // Members and strategies are paged before their status is read: the pages, joined, are
+    // the whole list.
+    let whole = d.get("/members?$top=1000", None).body["value"].clone();
+    let (members, links) = all_pages(&d, "/members?$top=2");
+    assert!(whole.as_array().unwrap().len() > 2 && !links.is_empty());
+    assert_eq!(json!(members), whole);
+    let (strategies, _) = all_pages(&d, "/updateStrategies?$top=1&$skipToken=a");
+    assert_eq!(names(&strategies), ["rollout"]);
     let (audit, _) = all_pages(&d, "/audit?$top=1");
     assert_eq!(audit.len(), 5, "{audit:?}");
     // A Host header that is not a plain host[:port] is not echoed: the link is relative.

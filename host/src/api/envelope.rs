@@ -208,9 +208,16 @@ pub(super) async fn list_stored(
 ) -> Result<Response, Problem> {
     st.caller(fleet, headers, Need::Read)?;
     let f = fleet.to_string();
+    let (after, top) = (paging.skip_token.clone(), paging.top());
     let items = st
         .engine(move |w| {
-            let metas = w.engine().stored().resources(kind).map_err(store_problem)?;
+            let mut metas = w.engine().stored().resources(kind).map_err(store_problem)?;
+            // Only the page (and one more, which says whether there is a next page) gets its
+            // body parsed and its live status built: a 10,000-member fleet is read 1,000 at a
+            // time, not 10,000 times over.
+            metas.sort_by(|a, b| a.name.cmp(&b.name));
+            metas.retain(|m| after.as_ref().is_none_or(|t| &m.name > t));
+            metas.truncate(top + 1);
             let mut props: Vec<(String, Value)> = metas
                 .iter()
                 .map(|m| (m.name.clone(), stored_body(m)))
@@ -321,6 +328,13 @@ pub(super) struct Paging {
     pub(super) next: NextLink,
 }
 
+impl Paging {
+    /// How many items a page holds: `$top`, 100 by default, at most 1,000.
+    pub(super) fn top(&self) -> usize {
+        self.top.unwrap_or(100).clamp(1, 1000) as usize
+    }
+}
+
 impl super::FromQuery for Paging {
     fn with_request(&mut self, parts: &axum::http::request::Parts) {
         self.next = NextLink::of(parts, &["$top", "$skipToken"]);
@@ -331,7 +345,7 @@ impl super::FromQuery for Paging {
 /// The order is the token's, so a client following `nextLink` sees every item that existed
 /// throughout exactly once, whatever was added or removed meanwhile.
 pub(super) fn page(path: &str, mut items: Vec<(String, Value)>, paging: &Paging) -> Value {
-    let top = paging.top.unwrap_or(100).clamp(1, 1000) as usize;
+    let top = paging.top();
     items.sort_by(|a, b| a.0.cmp(&b.0));
     let after: Vec<(String, Value)> = items
         .into_iter()

@@ -291,9 +291,15 @@ pub(super) async fn list(
     st.caller(&fleet, &headers, Need::Read)?;
     let f = fleet.clone();
     let state = st.clone();
+    let (after, top) = (paging.skip_token.clone(), paging.top());
     let items = st
         .engine(move |w| {
-            let metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
+            let mut metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
+            // The page (and one more, for `nextLink`) only: each run's status is read from the
+            // engine.
+            metas.sort_by(|a, b| a.name.cmp(&b.name));
+            metas.retain(|m| after.as_ref().is_none_or(|t| &m.name > t));
+            metas.truncate(top + 1);
             metas
                 .iter()
                 .map(|m| {
