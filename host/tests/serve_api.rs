@@ -774,7 +774,7 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         }
     }
     assert_eq!(
-        operations, 40,
+        operations, 41,
         "the spec's paths, waverun's own and the fleet's"
     );
     // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
@@ -960,7 +960,7 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
     assert_eq!(
         cells,
-        37 * 4,
+        38 * 4,
         "every operation but the three public ones, by four roles"
     );
     // Refused mutations are in the audit log too: who (as far as known) and the outcome.

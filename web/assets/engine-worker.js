@@ -1,7 +1,7 @@
 // The engine in the browser: the daemon's own plugin module (bindings/ABI.md), fetched from
 // /assets/waverun_plugin.wasm and run under the browser's `WebAssembly` API in this worker, so
 // that a long simulation never freezes the page. Only the ABI's pure requests are sent here
-// (validate, select, planScenario, simulate): they touch no import, so the imports below only
+// (validate, select, planScenario, simulate, windows, forecastFrom): they touch no import, so the imports below only
 // refuse. A call that traps throws the instance away; the next call starts a fresh one.
 
 /** @type {Promise<WebAssembly.Module> | null} */
@@ -28,7 +28,9 @@ function imports() {
 }
 
 async function guest() {
-  compiled ??= WebAssembly.compileStreaming(fetch(new URL("./waverun_plugin.wasm", import.meta.url)));
+  // A download that failed is tried again at the next request, not remembered.
+  compiled ??= WebAssembly.compileStreaming(fetch(new URL("./waverun_plugin.wasm", import.meta.url)))
+    .catch((e) => { compiled = null; throw e; });
   if (!instance) {
     instance = await WebAssembly.instantiate(await compiled, imports());
     const abi = /** @type {() => number} */ (instance.exports.waverun_abi_version)();

@@ -114,3 +114,33 @@ export function windows(maintenance, from, until) {
   const iso = (/** @type {number} */ t) => new Date(Math.floor(t / 1000) * 1000).toISOString().replace(".000Z", "Z");
   return request({ type: "windows", maintenance, from: iso(from), until: iso(until) });
 }
+
+/**
+ * The forecasts of `runs` (names), simulated forward in this browser from the daemon's engine
+ * state (`GET /updateRuns/{name}/forecastState`, read once: it holds every run) by the ABI's
+ * `forecastFrom` — byte for byte what the daemon's `GET /forecast` says at that instant. When
+ * the engine here cannot read that state (a tab older than the daemon it talks to:
+ * `InvalidSnapshot`), the daemon's own forecast is asked instead. A run that cannot be forecast
+ * is left out.
+ * @param {{ get: (path: string) => Promise<{ body: any }> }} api
+ * @param {string[]} runs
+ * @returns {Promise<Map<string, { forecast: any, where: "browser" | "daemon" }>>}
+ */
+export async function forecasts(api, runs) {
+  /** @type {Map<string, { forecast: any, where: "browser" | "daemon" }>} */
+  const out = new Map();
+  if (!runs.length) return out;
+  const path = (/** @type {string} */ run) => `/updateRuns/${encodeURIComponent(run)}`;
+  const state = (await api.get(`${path(runs[0])}/forecastState`)).body;
+  for (const run of runs) {
+    try {
+      out.set(run, { forecast: await request({ type: "forecastFrom", run, snapshot: state.snapshot, at: state.at }), where: "browser" });
+    } catch (e) {
+      if (!(e instanceof EngineError) || e.code !== "InvalidSnapshot") continue;
+      try {
+        out.set(run, { forecast: (await api.get(`${path(run)}/forecast`)).body, where: "daemon" });
+      } catch { /* no forecast for this run */ }
+    }
+  }
+  return out;
+}

@@ -86,6 +86,7 @@ before(async () => {
       + "(tests/run.sh does when run as root) or set CHROMIUM_PATH");
   }
   if (!existsSync(bin)) throw new Error(`no waverun binary at ${bin}: build it (cargo build -p waverun) or set WAVERUN_BIN`);
+  rmSync(shots, { recursive: true, force: true }); // only this run's screenshots, none left from an older one
   mkdirSync(shots, { recursive: true });
   dir = mkdtempSync(join(tmpdir(), "waverun-portal-"));
   const port = await freePort();
@@ -194,7 +195,16 @@ test("an admin writes a strategy in the editor, sees its plan, starts a run, wat
   const approve = tree.getByRole("button", { name: "Approve" });
   await approve.waitFor({ timeout: 60_000 });
   assert.match(await tree.locator("[data-row='Stage:prod']").innerText(), /waiting/);
+  // The forecast is simulated forward here, by the engine in this browser, from the daemon's
+  // state: the expected finish in the header and the dashed bars beyond "now".
+  // dev's two upgrades finished: the forecast takes their median as the time of prod's.
+  await page.locator("dd", { hasText: /forecast simulated in this browser, upgrades of \d+ min: the median of the 2 upgrades this run finished/ })
+    .waitFor({ timeout: 30_000 });
   await shot(page, "run-tree-waiting-for-gate");
+  await page.getByRole("tab", { name: "Timeline" }).click();
+  await page.locator(".gantt svg rect.bar-forecast").first().waitFor();
+  await shot(page, "run-timeline-forecast");
+  await page.getByRole("tab", { name: "Tree" }).click();
   await page.getByRole("link", { name: /Approvals/ }).click();
   await page.getByRole("button", { name: /Approve prod sign-off of r1/ }).waitFor();
   await shot(page, "approvals");

@@ -420,6 +420,10 @@ struct RequestFields<'a> {
     from: Option<&'a RawValue>,
     #[serde(borrow, default)]
     until: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    snapshot: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    at: Option<&'a RawValue>,
 }
 
 /// Parses an envelope: a JSON object with `"v": 1`.
@@ -584,6 +588,40 @@ fn windows(req: &RequestFields) -> Envelope {
         out.insert(key.to_string(), Value::Array(intervals));
     }
     Ok(Value::Object(out).to_string())
+}
+
+/// `upgradeMinutes` of a forecast: none, or a whole number of minutes from 1 to 10,080.
+fn upgrade_minutes(req: &RequestFields) -> Result<Option<u32>, AbiError> {
+    let Some(v) = req.upgrade_minutes.filter(|v| v.get() != "null") else {
+        return Ok(None);
+    };
+    let m = serde_json::from_str::<u32>(v.get())
+        .ok()
+        .filter(|m| (1..=10_080).contains(m))
+        .ok_or_else(|| {
+            invalid_field(
+                "upgradeMinutes",
+                "must be a whole number of minutes, 1 to 10080",
+            )
+        })?;
+    Ok(Some(m))
+}
+
+/// `forecastFrom`: the `forecast` of `run` in the engine state `snapshot` (what `forecastState`
+/// answered, or a `snapshot` request), simulated forward from `at` (RFC 3339). The same answer
+/// as `forecast` made at `at` by the module that wrote the snapshot; pure, so a browser runs it
+/// with the daemon's state.
+fn forecast_from(req: &RequestFields) -> Envelope {
+    let run = string_field(req.run, "run")?;
+    let snapshot = field(req.snapshot, "snapshot")?;
+    let at = string_field(req.at, "at")?;
+    let at = waverun_core::time::parse_timestamp(&at).map_err(|rule| invalid_field("at", rule))?;
+    let minutes = upgrade_minutes(req)?;
+    let engine = Engine::restore(snapshot.get())?;
+    // A forecast never starts before the state it starts from.
+    let now = at.max(engine.now());
+    let f = waverun_core::forecast::forecast(&engine, &run, now, minutes)?;
+    Ok(serde_json::to_string(&f).expect("forecast serialises"))
 }
 
 fn invalid_field(path: &str, rule: impl Into<String>) -> AbiError {
@@ -887,6 +925,7 @@ impl<H: HostImports> Guest<H> {
             "validate" => return validate_document(&req),
             "select" => return select(&req),
             "windows" => return windows(&req),
+            "forecastFrom" => return forecast_from(&req),
             _ => {}
         }
         self.require_init()?;
@@ -923,20 +962,7 @@ impl<H: HostImports> Guest<H> {
             }
             "forecast" => {
                 let run = string_field(req.run, "run")?;
-                let minutes = match req.upgrade_minutes {
-                    None => None,
-                    Some(v) => Some(
-                        serde_json::from_str::<u32>(v.get())
-                            .ok()
-                            .filter(|m| (1..=10_080).contains(m))
-                            .ok_or_else(|| {
-                                waverun_core::Error::invalid(vec![waverun_core::FieldError::new(
-                                    "upgradeMinutes",
-                                    "must be a whole number of minutes, 1 to 10080",
-                                )])
-                            })?,
-                    ),
-                };
+                let minutes = upgrade_minutes(&req)?;
                 let now = self.clock();
                 let f = waverun_core::forecast::forecast(self.engine_ref(), &run, now, minutes)?;
                 Ok(serde_json::to_string(&f).expect("forecast serialises"))
@@ -988,6 +1014,19 @@ impl<H: HostImports> Guest<H> {
                 let profile = string_field(req.profile, "profile")?;
                 let p = self.engine_ref().profile_plan(&profile)?;
                 Ok(serde_json::to_string(&p).expect("profile plan serialises"))
+            }
+            "forecastState" => {
+                let run = string_field(req.run, "run")?;
+                let now = self.clock();
+                let engine = self.engine_ref();
+                // The run must exist: a forecast of it is what the state is for.
+                engine.run_status(&run)?;
+                Ok(format!(
+                    r#"{{"run":{},"at":"{}","snapshot":{}}}"#,
+                    serde_json::to_string(&run).expect("a name serialises"),
+                    waverun_core::time::fmt_time(now),
+                    engine.snapshot()
+                ))
             }
             "snapshot" => {
                 let (doc, rc) = self.write_snapshot();

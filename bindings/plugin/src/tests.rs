@@ -386,6 +386,82 @@ fn catalog_freezes_and_forecast_requests_read_without_journaling() {
 }
 
 #[test]
+fn a_forecast_from_the_engine_state_in_another_guest_is_the_live_forecast_at_that_time() {
+    let mut p = started_plugin();
+    // Seven minutes in: dev-1 is upgrading, production waits for its gate.
+    p.host_mut().now_ms += 7 * 60_000;
+    let journaled = p.host().journal.len();
+    let snapshots = p.host().snapshots_written;
+    let state = ok_result(&p.request(&request(json!({"type": "forecastState", "run": "r1"}))));
+    assert_eq!(state["run"], "r1");
+    assert_eq!(state["at"], "2026-12-07T00:07:00Z");
+    assert_eq!(state["snapshot"]["formatVersion"], 1);
+    assert_eq!(
+        p.host().journal.len(),
+        journaled,
+        "reading the state journals nothing"
+    );
+    assert_eq!(
+        p.host().snapshots_written,
+        snapshots,
+        "and writes no snapshot"
+    );
+    for minutes in [json!(null), json!(25)] {
+        let live = p.request(&request(
+            json!({"type": "forecast", "run": "r1", "upgradeMinutes": minutes}),
+        ));
+        // A guest that was never started (as in a browser) answers the same from the state.
+        let mut browser = Guest::new(MemHost::default());
+        let from = browser.request(&request(json!({"type": "forecastFrom", "run": "r1",
+            "snapshot": state["snapshot"], "at": state["at"], "upgradeMinutes": minutes})));
+        assert_eq!(ok_result(&from), ok_result(&live));
+        assert_eq!(from, live, "byte for byte");
+    }
+    let mut browser = Guest::new(MemHost::default());
+    let ask = |b: &mut Guest<MemHost>, req: Value| err_code(&b.request(&request(req)));
+    let snap = &state["snapshot"];
+    assert_eq!(
+        ask(
+            &mut browser,
+            json!({"type": "forecastFrom", "run": "nope", "snapshot": snap, "at": state["at"]})
+        ),
+        "NotFound"
+    );
+    assert_eq!(
+        ask(
+            &mut browser,
+            json!({"type": "forecastFrom", "run": "r1", "snapshot": snap, "at": "yesterday"})
+        ),
+        "InvalidField"
+    );
+    assert_eq!(
+        ask(
+            &mut browser,
+            json!({"type": "forecastFrom", "run": "r1",
+            "snapshot": {"formatVersion": 99, "engine": {}}, "at": state["at"]})
+        ),
+        "InvalidSnapshot"
+    );
+    assert_eq!(
+        err_code(&p.request(&request(json!({"type": "forecastState", "run": "nope"})))),
+        "NotFound"
+    );
+    // Later: dev-1 finished after 12 minutes, which the forecast takes as the upgrade time.
+    p.host_mut().now_ms += 5 * 60_000;
+    succeed(&mut p, "r1/dev-1");
+    p.host_mut().now_ms += 60_000;
+    let state = ok_result(&p.request(&request(json!({"type": "forecastState", "run": "r1"}))));
+    let live = p.request(&request(json!({"type": "forecast", "run": "r1"})));
+    assert_eq!(
+        ok_result(&live)["assumptions"]["basis"],
+        "the median of the 1 upgrades this run finished"
+    );
+    let from = Guest::new(MemHost::default()).request(&request(json!({"type": "forecastFrom",
+        "run": "r1", "snapshot": state["snapshot"], "at": state["at"]})));
+    assert_eq!(from, live, "byte for byte, after an upgrade finished");
+}
+
+#[test]
 fn profile_requests_show_status_generation_and_plan_and_a_release_generates_a_run_across_a_crash() {
     let mut p = Guest::new(MemHost::at(START));
     ok_result(&p.init());

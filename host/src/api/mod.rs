@@ -565,6 +565,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/updateRuns/{name}/retry", post(runs::retry_run))
         .route("/updateRuns/{name}/plan", get(runs::plan))
         .route("/updateRuns/{name}/forecast", get(runs::forecast))
+        .route(
+            "/updateRuns/{name}/forecastState",
+            get(runs::forecast_state),
+        )
         .route("/autoUpgradeProfiles", get(profiles::list))
         .route(
             "/autoUpgradeProfiles/{name}",

@@ -610,6 +610,7 @@ fn operations() -> Vec<Op> {
         op(Post, "/updateRuns/{name}/retry", "runs_retry", "Create a retry run over the failed, skipped and pending members of a finished run", "operator", name, Some("RetryBody"), ("201", "UpdateRunResource", JSON)),
         op(Get, "/updateRuns/{name}/plan", "runs_plan", "The run's plan: members per stage and group, resolved limits, gates", "viewer", name, None, ("200", "Object", JSON)),
         op(Get, "/updateRuns/{name}/forecast", "runs_forecast", "When the run is expected to finish, per member, group and stage", "viewer", name, None, ("200", "Object", JSON)),
+        op(Get, "/updateRuns/{name}/forecastState", "runs_forecast_state", "The engine state and time a forecast of the run starts from ({run, at, snapshot}), for the plugin's forecastFrom in a browser", "viewer", name, None, ("200", "Object", JSON)),
         op(Get, "/autoUpgradeProfiles", "profiles_list", "List auto-upgrade profiles", "viewer", page, None, ("200", "AutoUpgradeProfileList", JSON)),
         op(Get, "/autoUpgradeProfiles/{name}", "profiles_show", "Show an auto-upgrade profile with its status", "viewer", name, None, ("200", "AutoUpgradeProfileResource", JSON)),
         op(Put, "/autoUpgradeProfiles/{name}", "profiles_put", "Create or replace an auto-upgrade profile", "admin", name, Some("AutoUpgradeProfilePut"), ("200", "AutoUpgradeProfileResource", JSON)),

@@ -475,6 +475,17 @@ pub(super) async fn forecast(
     view(st, fleet, name, "forecast", headers).await
 }
 
+/// `GET /updateRuns/{name}/forecastState`: the engine state and the time a forecast of the run
+/// starts from, `{run, at, snapshot}`, for the portal to simulate forward in the browser with
+/// the plugin this daemon serves (the ABI's `forecastFrom`).
+pub(super) async fn forecast_state(
+    st: State<Arc<ApiState>>,
+    Path((fleet, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    view(st, fleet, name, "forecastState", headers).await
+}
+
 async fn view(
     State(st): State<Arc<ApiState>>,
     fleet: String,

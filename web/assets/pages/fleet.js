@@ -24,8 +24,14 @@ export async function render(ctx, root) {
   const error = h("div#selector-error", { "aria-live": "polite" });
   const countLine = h("p.hint", { "aria-live": "polite" });
   const cols = "minmax(140px,1.2fr) 100px 120px minmax(240px,2fr) minmax(150px,1.4fr) minmax(170px,1.4fr) 130px";
+  const columns = ["Member", "Kubernetes", "Region", "Node images", "Labels", "Next window opening", "Held by run"];
+  // The header is for the eye; a screen reader hears each cell's column name inside the row
+  // (a virtual list is a list, not a table: its rows come and go as it scrolls).
   const header = h("div.node", { style: `display:grid;grid-template-columns:${cols};font-weight:600;padding:0 .5rem`, "aria-hidden": "true" },
-    ...["Member", "Kubernetes", "Region", "Node images", "Labels", "Next window opening", "Held by run"].map((c) => h("span", null, c)));
+    ...columns.map((c) => h("span", null, c)));
+  /** A cell: its column's name for screen readers, then what it shows. */
+  const cell = (/** @type {number} */ col, /** @type {Record<string, string>} */ attrs, /** @type {Node | string} */ content) =>
+    h("span", attrs, col ? h("span.sr-only", null, `${columns[col]}: `) : "", content);
   const list = new VirtualList({
     rowHeight: 30, count: 0, label: "Members",
     render: (i) => {
@@ -33,14 +39,15 @@ export async function render(ctx, root) {
       const s = m.properties.status ?? {};
       const labels = Object.entries(m.properties.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(" ");
       const images = (s.nodePools ?? []).map((/** @type {any} */ p) => `${p.name}: ${p.imageVersion ?? "?"}`).join(", ");
+      const clip = "overflow:hidden;text-overflow:ellipsis";
       return h("div", { style: `display:grid;grid-template-columns:${cols};align-items:center;gap:.25rem` },
         h("span.name", { title: m.name }, m.name),
-        h("span", null, s.kubernetesVersion ?? "?"),
-        h("span", null, s.region ?? ""),
-        h("span", { title: images, style: "overflow:hidden;text-overflow:ellipsis" }, images),
-        h("span", { title: labels, style: "overflow:hidden;text-overflow:ellipsis" }, labels),
-        h("span", null, openings.get(m.name) ?? ""),
-        s.leaseHolder ? h("a", { href: `/runs/${encodeURIComponent(s.leaseHolder)}` }, s.leaseHolder) : h("span.hint", null, "—"));
+        cell(1, {}, s.kubernetesVersion ?? "?"),
+        cell(2, {}, s.region ?? ""),
+        cell(3, { title: images, style: clip }, images),
+        cell(4, { title: labels, style: clip }, labels),
+        cell(5, {}, openings.get(m.name) ?? ""),
+        cell(6, {}, s.leaseHolder ? h("a", { href: `/runs/${encodeURIComponent(s.leaseHolder)}` }, s.leaseHolder) : h("span.hint", null, "—")));
     },
   });
   root.append(

@@ -6,7 +6,7 @@
 import { ApiError } from "../api.js";
 import { describe } from "../app.js";
 import { badge, h, notice, replace, shortTime, span } from "../dom.js";
-import { windows } from "../engine.js";
+import { forecasts, windows } from "../engine.js";
 import { drawGantt, fromEvents } from "../gantt.js";
 import { approveGate } from "../gates.js";
 import { VirtualList } from "../virtual.js";
@@ -183,7 +183,7 @@ export async function render(ctx, root, params) {
         h("dt", null, "started"), h("dd", null, shortTime(st?.status.startTime) || "not yet"),
         st?.status.completedTime ? [h("dt", null, "ended"), h("dd", null, shortTime(st.status.completedTime))] : null,
         forecast?.expectedFinish && !DONE.has(st?.status.state ?? "")
-          ? [h("dt", null, "expected finish"), h("dd", null, `${shortTime(forecast.expectedFinish)} (forecast: ${forecast.assumptions?.basis ?? ""})`)] : null,
+          ? [h("dt", null, "expected finish"), h("dd", null, `${shortTime(forecast.expectedFinish)} (forecast ${forecast.where === "browser" ? "simulated in this browser" : "by the daemon"}, upgrades of ${forecast.assumptions?.upgradeMinutes ?? "?"} min: ${forecast.assumptions?.basis ?? ""})`)] : null,
         st?.waitingOn ? [h("dt", null, "waiting"), h("dd.wait", null, waitingText(st.waitingOn, ctx))] : null,
         st?.status.error ? [h("dt", null, "error"), h("dd", null, `${st.status.error.code}: ${st.status.error.message}`)] : null,
         run.properties.updateStrategyId ? [h("dt", null, "strategy"), h("dd", null, run.properties.updateStrategyId)] : null));
@@ -251,16 +251,31 @@ export async function render(ctx, root, params) {
     }
   }
 
+  let forecastSeq = 0;
   async function loadForecast() {
     const state = run.properties.status?.status.state ?? "";
     if (DONE.has(state)) return;
+    const mine = ++forecastSeq;
     try {
-      forecast = (await ctx.api.get(`/updateRuns/${encodeURIComponent(name)}/forecast`)).body;
+      const got = (await forecasts(ctx.api, [name])).get(name);
+      if (mine !== forecastSeq) return; // a newer one was asked meanwhile
+      forecast = got ? { ...got.forecast, where: got.where } : null;
       drawHead();
       if (tab === "timeline") void drawTimeline();
     } catch {
-      forecast = null;
+      if (mine === forecastSeq) forecast = null;
     }
+  }
+  // The forecast is simulated again when the run changes (an upgrade ends, a gate is reached),
+  // at most every 3 s (each one reads the daemon's whole state), and every 20 s as time passes.
+  let forecastTimer = 0, forecastAsked = 0;
+  function forecastSoon() {
+    if (forecastTimer) return;
+    forecastTimer = window.setTimeout(() => {
+      forecastTimer = 0;
+      forecastAsked = Date.now();
+      void loadForecast();
+    }, Math.max(0, forecastAsked + 3000 - Date.now()));
   }
 
   /** @type {Map<string, any>} */
@@ -371,7 +386,7 @@ export async function render(ctx, root, params) {
   }
 
   redraw();
-  void loadForecast();
+  forecastSoon();
   // The run's events: its history read once, then the portal's shared live stream, merged by
   // sequence number (an event in both is shown once).
   let reloadTimer = 0;
@@ -396,6 +411,7 @@ export async function render(ctx, root, params) {
     if (tab === "events") log.setCount(events.length);
     // At most one reload per 250 ms, however fast events come.
     if (!reloadTimer) reloadTimer = window.setTimeout(() => { reloadTimer = 0; void reload(); }, 250);
+    forecastSoon();
   });
   void ctx.api.list(`/events?run=${encodeURIComponent(name)}`).then((history) => {
     for (const e of history) add(e, e.seq);
@@ -416,7 +432,7 @@ export async function render(ctx, root, params) {
       if (r?.waiting) el.textContent = waitingText(r.waiting, ctx);
     }
   }, 1000);
-  const refreshForecast = setInterval(() => void loadForecast(), 20_000);
+  const refreshForecast = setInterval(forecastSoon, 20_000);
   function drawHeadCountdown() {
     const w = run.properties.status?.waitingOn;
     const dd = head.querySelector("dd.wait");
@@ -427,5 +443,7 @@ export async function render(ctx, root, params) {
     clearInterval(tick);
     clearInterval(refreshForecast);
     clearTimeout(reloadTimer);
+    clearTimeout(forecastTimer);
+    forecastSeq++;
   };
 }

@@ -1,11 +1,12 @@
-// The runs: a table of state, progress, failures, start and forecast finish, kept current by
-// the fleet's events; and, for operators, a form that creates a run from a stored strategy or
-// from an Azure strategy file pasted or uploaded (checked by the engine in the browser first).
+// The runs: a table of state, progress, failures, start and forecast finish (simulated in this
+// browser), kept current by the fleet's events; and, for operators, a form that creates a run
+// from a stored strategy or from an Azure strategy file pasted or uploaded (checked by the engine
+// in the browser first).
 
 import { ApiError } from "../api.js";
 import { describe } from "../app.js";
 import { badge, h, notice, replace, shortTime } from "../dom.js";
-import { validate } from "../engine.js";
+import { forecasts, validate } from "../engine.js";
 import { dataTable, listOrSay } from "./common.js";
 
 /** @typedef {import("../app.js").Ctx} Ctx */
@@ -47,14 +48,18 @@ export async function render(ctx, root) {
     const got = await listOrSay(ctx, "/updateRuns", table);
     if (!got || !alive || mine !== loads) return;
     runs = got;
-    for (const r of runs) {
+    // The moving runs whose forecast is older than 20 s, simulated forward here from one read
+    // of the daemon's state.
+    const due = runs.filter((r) => {
       const state = r.properties.status?.status.state ?? "NotStarted";
       const known = finishes.get(r.name);
-      if (DONE.has(state) || state === "NotStarted" || (known && Date.now() - known.at < 20_000)) continue;
-      finishes.set(r.name, { at: Date.now(), finish: known?.finish ?? "" });
-      ctx.api.get(`/updateRuns/${encodeURIComponent(r.name)}/forecast`)
-        .then(({ body }) => {
-          finishes.set(r.name, { at: Date.now(), finish: body.expectedFinish ?? "" });
+      return !DONE.has(state) && state !== "NotStarted" && !(known && Date.now() - known.at < 20_000);
+    }).map((r) => r.name);
+    for (const n of due) finishes.set(n, { at: Date.now(), finish: finishes.get(n)?.finish ?? "" });
+    if (due.length) {
+      forecasts(ctx.api, due)
+        .then((got) => {
+          for (const [n, f] of got) finishes.set(n, { at: Date.now(), finish: f.forecast.expectedFinish ?? "" });
           if (alive) draw();
         })
         .catch(() => { /* no forecast: the column stays empty */ });
