@@ -117,6 +117,35 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
     let expected = serde_json::to_value(&simulate(&s).unwrap().run.unwrap().status).unwrap();
     assert_eq!(status["status"]["state"], expected["status"]["state"]);
     assert_eq!(member_states(&status), member_states(&expected));
+    // Each upgraded member is described again when its upgrade ends: the fleet shows the
+    // version it runs now, not the one of the last periodic observation (every 300 s).
+    let upgraded: Vec<(String, String)> = status["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|st| st["groups"].as_array().unwrap())
+        .flat_map(|g| g["members"].as_array().unwrap())
+        .filter(|m| m["status"]["state"] == "Completed")
+        .map(|m| {
+            let to = m["kubernetesVersion"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a target: {m}"));
+            (m["name"].as_str().unwrap().to_string(), to.to_string())
+        })
+        .collect();
+    assert!(!upgraded.is_empty());
+    for (name, to) in &upgraded {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = d.get(&format!("/members/{name}"), None);
+            let now = m.body["properties"]["status"]["kubernetesVersion"].clone();
+            if now == json!(to) {
+                break;
+            }
+            assert!(Instant::now() < until, "{name} still shows {now}, not {to}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     // The approval is on record, with who approved which gate.
     let audit = d.get("/audit", None);
     let actions: Vec<&str> = audit.body["value"]

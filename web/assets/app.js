@@ -13,16 +13,27 @@ import { h, notice, replace } from "./dom.js";
  * faster than real time), so that countdowns tick without asking the server.
  */
 export class FleetClock {
-  /** @param {string} fleetTime @param {number} scale */
-  constructor(fleetTime, scale) {
-    this.base = Date.parse(fleetTime);
-    this.real = performance.now();
-    this.scale = scale;
+  /**
+   * @param {string} fleetTime the daemon's fleet time, as an answer said it
+   * @param {number} scale fleet seconds per real second
+   * @param {number} [sent] `performance.now()` when that request was sent
+   */
+  constructor(fleetTime, scale, sent) {
+    this.base = 0;
+    this.real = 0;
+    this.scale = 1;
+    this.set(fleetTime, scale, sent);
   }
-  /** @param {string} fleetTime @param {number} scale */
-  set(fleetTime, scale) {
+  /**
+   * The daemon read `fleetTime` somewhere between sending the request and reading its answer:
+   * taken at the middle, so that a slow answer under a fast clock (60×: a second is a minute)
+   * does not put every countdown behind by the whole round trip.
+   * @param {string} fleetTime @param {number} scale @param {number} [sent]
+   */
+  set(fleetTime, scale, sent) {
+    const now = performance.now();
     this.base = Date.parse(fleetTime);
-    this.real = performance.now();
+    this.real = sent === undefined ? now : (sent + now) / 2;
     this.scale = scale;
   }
   /** Fleet time now, in ms since the epoch. */
@@ -173,9 +184,10 @@ function signIn(/** @type {string} */ why) {
 async function refreshFleet() {
   if (!ctx) return;
   try {
+    const sent = performance.now();
     const { body } = await Api.call("GET", "/api/v1/fleets");
     const f = body.value[0];
-    ctx.clock.set(f.properties.fleetTime, f.properties.timeScale);
+    ctx.clock.set(f.properties.fleetTime, f.properties.timeScale, sent);
   } catch {
     // The next refresh tries again; the pages show their own errors.
   }
@@ -205,6 +217,7 @@ async function boot() {
   const who = /** @type {HTMLElement} */ (document.getElementById("who"));
   replace(who);
   let fleet;
+  const sent = performance.now();
   try {
     fleet = (await Api.call("GET", "/api/v1/fleets")).body.value[0];
   } catch (e) {
@@ -218,7 +231,7 @@ async function boot() {
     return;
   }
   const p = fleet.properties;
-  ctx = new Ctx(new Api(fleet.name), p.caller, new FleetClock(p.fleetTime, p.timeScale));
+  ctx = new Ctx(new Api(fleet.name), p.caller, new FleetClock(p.fleetTime, p.timeScale, sent));
   const live = h("span.hint", { title: "Live updates" }, "");
   replace(who,
     h("span", null, `fleet ${fleet.name}`),

@@ -228,6 +228,10 @@ test("an admin writes a strategy in the editor, sees its plan, starts a run, wat
   await shot(page, "audit");
   await page.getByRole("link", { name: "Fleet" }).click();
   await page.getByText("6 of 6 members").waitFor();
+  // The fleet shows what the members run now: the run's target.
+  const fleetRows = page.getByRole("list", { name: "Members" }).locator(".vrow");
+  await page.waitForFunction(() => [...document.querySelectorAll(".virtual .vrow")].filter((r) => /Kubernetes: 1\.33\.3/.test(r.textContent ?? "")).length === 6);
+  assert.equal(await fleetRows.count(), 6);
   await page.getByLabel("Filter by label selector").fill("env in (prod");
   await page.locator("#selector-error").getByText(/selector/).waitFor();
   assert.equal(await page.getByLabel("Filter by label selector").getAttribute("aria-invalid"), "true");
@@ -256,6 +260,7 @@ test("every page passes axe's WCAG 2 A and AA rules (contrast included) in light
         return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("; ")}`);
       });
       assert.deepEqual(violations, [], `${path} ${dark ? "dark" : "light"}`);
+      await shot(page, `page-${path.slice(1).replace(/\W+/g, "-")}-${dark ? "dark" : "light"}`);
     }
     assert.deepEqual(problems, []);
   }

@@ -68,6 +68,11 @@ enum Msg {
         why: Redescribe,
         result: Result<Box<Described>, ProviderError>,
     },
+    /// A member described again after its upgrade ended.
+    Refreshed {
+        member: String,
+        result: Result<Box<Described>, ProviderError>,
+    },
     Shutdown,
     /// Leave at once, closing nothing (tests: as close to `kill -9` as a thread gets).
     Abandon,
@@ -550,7 +555,41 @@ impl Worker {
         }
     }
 
+    /// Describes operation `id`'s cluster once more, on a thread of its own, for what it runs
+    /// now that its upgrade has ended: the fleet's versions are then current at once, not at the
+    /// next periodic observation (`observeIntervalSeconds`).
+    fn refresh_after(&mut self, id: &str) {
+        let Ok(Some(op)) = self.engine.stored().operation(id) else {
+            return;
+        };
+        let (Some(provider), Ok((target, _))) = (self.provider_of(&op), request_of(&op)) else {
+            return;
+        };
+        let tx = self.tx.clone();
+        let member = op.member;
+        std::thread::spawn(move || {
+            let result = provider.describe(&target).map(Box::new);
+            let _ = tx.send(Msg::Refreshed { member, result });
+        });
+    }
+
+    fn on_refreshed(&mut self, member: String, result: Result<Box<Described>, ProviderError>) {
+        match result {
+            Ok(d) => self.observe(&member, &d),
+            // The periodic observation tries again.
+            Err(e) => {
+                tracing::debug!(member, error = %e, "describing a member after its upgrade failed")
+            }
+        }
+    }
+
     fn on_phase(&mut self, id: &str, phase: OperationPhase, message: Option<String>, poll: u64) {
+        if matches!(
+            phase,
+            OperationPhase::Succeeded | OperationPhase::Failed | OperationPhase::Canceled
+        ) {
+            self.refresh_after(id);
+        }
         match phase {
             OperationPhase::Succeeded => {
                 self.forget(id);
@@ -777,6 +816,7 @@ fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
             Msg::Started { id, result } => w.on_started(id, result),
             Msg::Polled { id, result } => w.on_polled(id, result),
             Msg::Described { id, why, result } => w.on_described(id, why, result),
+            Msg::Refreshed { member, result } => w.on_refreshed(member, result),
             Msg::Shutdown => return w.engine.shutdown(),
             Msg::Abandon => return Ok(()),
         }

@@ -27,7 +27,7 @@ export async function render(ctx, root) {
   const columns = ["Member", "Kubernetes", "Region", "Node images", "Labels", "Next window opening", "Held by run"];
   // The header is for the eye; a screen reader hears each cell's column name inside the row
   // (a virtual list is a list, not a table: its rows come and go as it scrolls).
-  const header = h("div.node", { style: `display:grid;grid-template-columns:${cols};font-weight:600;padding:0 .5rem`, "aria-hidden": "true" },
+  const header = h("div.node", { style: `display:grid;grid-template-columns:${cols};gap:.25rem;font-weight:600;padding:0 .5rem`, "aria-hidden": "true" },
     ...columns.map((c) => h("span", null, c)));
   /** A cell: its column's name for screen readers, then what it shows. */
   const cell = (/** @type {number} */ col, /** @type {Record<string, string>} */ attrs, /** @type {Node | string} */ content) =>

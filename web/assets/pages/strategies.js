@@ -9,7 +9,7 @@ import { dataTable, listOrSay } from "./common.js";
  */
 export async function render(ctx, root) {
   const body = h("div");
-  root.append(h("h1", null, "Update strategies", ctx.can("operate") ? h("a.button", { href: "/editor" }, "New strategy") : null), body);
+  root.append(h("h1", null, "Update strategies"), ctx.can("operate") ? h("p", null, h("a.button", { href: "/editor" }, "New strategy")) : "", body);
   const list = await listOrSay(ctx, "/updateStrategies", body);
   if (!list) return;
   if (!list.length) {
@@ -21,6 +21,7 @@ export async function render(ctx, root) {
       return h("tr", null,
         h("td", null, h("a", { href: `/strategies/${encodeURIComponent(s.name)}` }, s.name)),
         h("td", null, stages.map((/** @type {any} */ st) => st.name).join(" → ")),
-        h("td", null, String(stages.reduce((/** @type {number} */ n, /** @type {any} */ st) => n + (st.groups?.length ?? 0), 0))));
+        // A stage that selects its members itself is one group of its own name.
+        h("td", null, String(stages.reduce((/** @type {number} */ n, /** @type {any} */ st) => n + (st.groups?.length || 1), 0))));
   })));
 }
