@@ -13,8 +13,10 @@
  * @returns {HTMLElement}
  */
 export function h(spec, attrs, ...children) {
-  const [tagAndId, ...classes] = spec.split(".");
-  const [tag, id] = tagAndId.split("#");
+  // `tag#id.class.class`, the id and classes in any order.
+  const tag = /^[a-z0-9]*/i.exec(spec)?.[0];
+  const id = /#([\w-]+)/.exec(spec)?.[1];
+  const classes = [...spec.matchAll(/\.([\w-]+)/g)].map((m) => m[1]);
   const el = document.createElement(tag || "div");
   if (id) el.id = id;
   if (classes.length) el.className = classes.join(" ");

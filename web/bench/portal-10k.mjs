@@ -101,6 +101,26 @@ let t = Date.now();
 await page.goto(`${base}/runs/big`);
 await page.locator(".virtual .vrow").first().waitFor({ timeout: 120_000 });
 figures.runTreeFirstRowsMs = Date.now() - t;
+await page.locator("dd", { hasText: "forecast simulated in this browser" }).waitFor({ timeout: 120_000 });
+figures.runForecastInBrowserMs = Date.now() - t;
+// What that forecast costs: the state read from the daemon, and the daemon's own forecast.
+{
+  const headers = { Authorization: `Bearer ${TOKEN}` };
+  let t1 = Date.now();
+  const state = await (await fetch(`${base}/api/v1/fleets/bench/updateRuns/big/forecastState`, { headers })).text();
+  figures.forecastStateReadMs = Date.now() - t1;
+  figures.forecastStateBytes = state.length;
+  t1 = Date.now();
+  await (await fetch(`${base}/api/v1/fleets/bench/updateRuns/big/forecast`, { headers })).text();
+  figures.daemonForecastMs = Date.now() - t1;
+  t1 = Date.now();
+  await page.evaluate(async (st) => {
+    const m = await import("/assets/engine.js");
+    const { snapshot, at } = JSON.parse(st);
+    await m.request({ type: "forecastFrom", run: "big", snapshot, at });
+  }, state);
+  figures.browserForecastFromMs = Date.now() - t1;
+}
 figures.runTreeScroll = await scroll(".virtual");
 t = Date.now();
 await page.getByRole("tab", { name: "Timeline" }).click();

@@ -260,6 +260,13 @@ test("every page passes axe's WCAG 2 A and AA rules (contrast included) in light
         return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("; ")}`);
       });
       assert.deepEqual(violations, [], `${path} ${dark ? "dark" : "light"}`);
+      // Every id a label or an ARIA attribute names exists on the page.
+      const dangling = await page.evaluate(() => [...document.querySelectorAll("[aria-describedby], [aria-labelledby], [aria-controls], label[for]")]
+        .flatMap((el) => ["aria-describedby", "aria-labelledby", "aria-controls", "for"]
+          .flatMap((a) => (el.getAttribute(a) ?? "").split(/\s+/).filter(Boolean))
+          .filter((id) => !document.getElementById(id))
+          .map((id) => `${el.tagName.toLowerCase()} → #${id}`)));
+      assert.deepEqual(dangling, [], `${path}: references to no element`);
       await shot(page, `page-${path.slice(1).replace(/\W+/g, "-")}-${dark ? "dark" : "light"}`);
     }
     assert.deepEqual(problems, []);

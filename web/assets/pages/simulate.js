@@ -12,12 +12,17 @@ import { drawGantt, fromEvents } from "../gantt.js";
  * @param {HTMLElement} root
  */
 export function render(_ctx, root) {
-  const area = /** @type {HTMLTextAreaElement} */ (h("textarea#scenario-text.code.editor-area", { spellcheck: "false", "aria-describedby": "scenario-error" }));
+  const area = /** @type {HTMLTextAreaElement} */ (h("textarea#scenario-text.code.editor-area", {
+    spellcheck: "false", "aria-describedby": "scenario-help scenario-error",
+    placeholder: "start: 2026-12-07T00:00:00Z\nmembers: [...]\nreleases: {...}\nstrategy: {stages: [...]}\nrun: {managedClusterUpdate: {...}}",
+  }));
   const upload = h("input#scenario-upload", { type: "file", accept: ".json,.yaml,.yml" });
   const error = h("div#scenario-error", { "aria-live": "polite" });
   const summary = h("div", { "aria-live": "polite" });
   const chart = h("div");
   const report = h("pre#report", { tabindex: "0", role: "region", "aria-label": "The report (waverun simulate -o json)" });
+  // The report's section appears with a report.
+  const reportSection = h("section", { hidden: true }, h("h2", null, "Report"), report);
   const run = async () => {
     replace(error);
     const text = area.value;
@@ -25,6 +30,7 @@ export function render(_ctx, root) {
       const json = await simulateText({ text, format: text.trim().startsWith("{") ? "json" : "yaml" });
       area.removeAttribute("aria-invalid");
       report.textContent = json;
+      reportSection.hidden = false;
       const r = JSON.parse(json);
       const s = r.summary ?? {};
       const runs = r.runs ?? (r.run ? [r.run] : []);
@@ -38,6 +44,7 @@ export function render(_ctx, root) {
       area.setAttribute("aria-invalid", "true");
       replace(error, h("p.field-error", { role: "alert" }, e instanceof EngineError && e.path ? `${e.path}: ${e.message}` : describe(e)));
       report.textContent = "";
+      reportSection.hidden = true;
       replace(summary);
       replace(chart);
     }
@@ -48,10 +55,10 @@ export function render(_ctx, root) {
   });
   root.append(
     h("h1", null, "Simulate a scenario"),
-    h("p.hint", null, "A fleet, its releases, a strategy and a run on a virtual clock, run by the same engine as the daemon — here, in this browser."),
+    h("p.hint#scenario-help", null, "A fleet, its releases, a strategy and a run on a virtual clock, run by the same engine as the daemon — here, in this browser. "
+      + "The format is that of ", h("code", null, "waverun simulate"), " (the files under ", h("code", null, "tests/scenarios/"), " are examples)."),
     h("form", { onsubmit: (/** @type {SubmitEvent} */ ev) => { ev.preventDefault(); void run(); } },
       h("label", { for: "scenario-text" }, "Scenario (YAML or JSON)"), area, error,
-      h("div.row", null, h("button.primary#simulate", { type: "submit" }, "Simulate"), h("label.inline", { for: "scenario-upload" }, "or upload a file"), upload)),
-    summary, chart,
-    h("h2", null, "Report"), report);
+      h("div.row", null, h("button#simulate.primary", { type: "submit" }, "Simulate"), h("label.inline", { for: "scenario-upload" }, "or upload a file"), upload)),
+    summary, chart, reportSection);
 }
