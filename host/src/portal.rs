@@ -56,6 +56,9 @@ struct Asset {
     bytes: &'static [u8],
     content_type: &'static str,
     etag: String,
+    /// The hex SHA-256 of `bytes`, sent as `x-waverun-sha256`: the page's engine compares the
+    /// plugin's with the `module` of an engine state before it forecasts from that state.
+    sha256: String,
 }
 
 fn assets() -> &'static [(&'static str, Asset)] {
@@ -75,6 +78,7 @@ fn assets() -> &'static [(&'static str, Asset)] {
                     bytes,
                     content_type: content_type(path),
                     etag,
+                    sha256: hex(&digest),
                 };
                 (path, asset)
             })
@@ -137,6 +141,9 @@ fn serve(a: &Asset, headers: &HeaderMap) -> Response {
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&a.etag) {
         h.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&a.sha256) {
+        h.insert("x-waverun-sha256", v);
     }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert(

@@ -10,6 +10,7 @@ mod runtime_support;
 use daemon_support::{scenario, Daemon};
 use http_support::agent;
 use serde_json::{json, Value};
+use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -146,6 +147,19 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    // The engine state a browser forecasts from, with the digest of the module that wrote it
+    // (the one the portal serves).
+    let state = d.get("/updateRuns/r1/forecastState", None);
+    assert_eq!(state.status, 200, "{}", state.body);
+    assert_eq!(state.body["run"], "r1");
+    assert_eq!(state.body["snapshot"]["formatVersion"], 1);
+    assert!(state.body["at"].is_string());
+    let module: String = sha2::Sha256::digest(waverun_host::runtime::EMBEDDED_PLUGIN)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(state.body["module"], json!(module));
+    assert_eq!(d.get("/updateRuns/nope/forecastState", None).status, 404);
     // The approval is on record, with who approved which gate.
     let audit = d.get("/audit", None);
     let actions: Vec<&str> = audit.body["value"]
@@ -1243,10 +1257,15 @@ fn lists_page_in_name_order_through_absolute_next_links_that_keep_the_query() {
     let (members, links) = all_pages(&d, "/members?$top=2");
     assert!(whole.as_array().unwrap().len() > 2 && !links.is_empty());
     assert_eq!(json!(members), whole);
-    let (strategies, _) = all_pages(&d, "/updateStrategies?$top=1&$skipToken=a");
+    let r = d.call("PUT", "/updateStrategies/blue", None, &[], Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let (strategies, links) = all_pages(&d, "/updateStrategies?$top=1");
+    assert_eq!(names(&strategies), ["blue", "rollout"]);
+    assert_eq!(links.len(), 1);
+    let (strategies, _) = all_pages(&d, "/updateStrategies?$top=1&$skipToken=blue");
     assert_eq!(names(&strategies), ["rollout"]);
     let (audit, _) = all_pages(&d, "/audit?$top=1");
-    assert_eq!(audit.len(), 5, "{audit:?}");
+    assert_eq!(audit.len(), 6, "{audit:?}");
     // A Host header that is not a plain host[:port] is not echoed: the link is relative.
     let r = d.call(
         "GET",

@@ -1,10 +1,12 @@
 // The engine in the browser: the daemon's own plugin module (bindings/ABI.md), fetched from
 // /assets/waverun_plugin.wasm and run under the browser's `WebAssembly` API in this worker, so
 // that a long simulation never freezes the page. Only the ABI's pure requests are sent here
-// (validate, select, planScenario, simulate, windows, forecastFrom): they touch no import, so the imports below only
+// (validate, select, planScenario, simulate, windows, forecastFrom); it also says which module it
+// runs (its SHA-256), and fetches it again when asked: they touch no import, so the imports below only
 // refuse. A call that traps throws the instance away; the next call starts a fresh one.
 
-/** @type {Promise<WebAssembly.Module> | null} */
+/** The module and the hex SHA-256 the daemon sent with it (`x-waverun-sha256`). */
+/** @type {Promise<{ module: WebAssembly.Module, sha256: string }> | null} */
 let compiled = null;
 /** @type {WebAssembly.Instance | null} */
 let instance = null;
@@ -27,12 +29,18 @@ function imports() {
   };
 }
 
+async function load() {
+  const r = await fetch(new URL("./waverun_plugin.wasm", import.meta.url));
+  if (!r.ok) throw new Error(`the engine module could not be read (${r.status})`);
+  const sha256 = r.headers.get("x-waverun-sha256") ?? "";
+  return { module: await WebAssembly.compileStreaming(r), sha256 };
+}
+
 async function guest() {
   // A download that failed is tried again at the next request, not remembered.
-  compiled ??= WebAssembly.compileStreaming(fetch(new URL("./waverun_plugin.wasm", import.meta.url)))
-    .catch((e) => { compiled = null; throw e; });
+  compiled ??= load().catch((e) => { compiled = null; throw e; });
   if (!instance) {
-    instance = await WebAssembly.instantiate(await compiled, imports());
+    instance = await WebAssembly.instantiate((await compiled).module, imports());
     const abi = /** @type {() => number} */ (instance.exports.waverun_abi_version)();
     if (abi !== 1) throw new Error(`the engine module speaks ABI ${abi}; this portal speaks 1`);
   }
@@ -61,9 +69,19 @@ async function call(request) {
   }
 }
 
-self.onmessage = async (/** @type {MessageEvent<{ id: number, request: unknown }>} */ m) => {
-  const { id, request } = m.data;
+self.onmessage = async (/** @type {MessageEvent<{ id: number, request?: unknown, op?: "module" | "reload" }>} */ m) => {
+  const { id, request, op } = m.data;
   try {
+    if (op === "reload") {
+      // The daemon has another module now (it was upgraded under this page): fetch it again.
+      compiled = null;
+      instance = null;
+    }
+    if (op) {
+      await guest();
+      self.postMessage({ id, envelope: (await /** @type {Promise<{ sha256: string }>} */ (compiled)).sha256 });
+      return;
+    }
     self.postMessage({ id, envelope: await call(request) });
   } catch (e) {
     self.postMessage({ id, failure: String(e instanceof Error ? e.message : e) });

@@ -43,11 +43,20 @@ function start() {
  * @returns {Promise<string>}
  */
 export function requestText(request) {
+  return post({ request });
+}
+
+/**
+ * One message to the worker: a request, or an operation on its module.
+ * @param {{ request: Record<string, unknown> } | { op: "module" | "reload" }} message
+ * @returns {Promise<string>}
+ */
+function post(message) {
   const w = start();
   const id = ++next;
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject });
-    w.postMessage({ id, request });
+    w.postMessage({ id, ...message });
   });
 }
 
@@ -115,13 +124,30 @@ export function windows(maintenance, from, until) {
   return request({ type: "windows", maintenance, from: iso(from), until: iso(until) });
 }
 
+/** The module digest of the last engine state the engine here could not forecast from. */
+let foreignModule = "";
+
+/**
+ * Whether the engine here is the module that wrote an engine state (`sha256`, the state's
+ * `module`): if not, the module is fetched again once (the daemon may have been upgraded under
+ * this page); a daemon that runs another module than it serves (`--plugin`) is remembered.
+ * @param {string} sha256
+ */
+async function runsModule(sha256) {
+  if (!sha256 || sha256 === foreignModule) return false;
+  if ((await post({ op: "module" })) === sha256) return true;
+  if ((await post({ op: "reload" })) === sha256) return true;
+  foreignModule = sha256;
+  return false;
+}
+
 /**
  * The forecasts of `runs` (names), simulated forward in this browser from the daemon's engine
  * state (`GET /updateRuns/{name}/forecastState`, read once: it holds every run) by the ABI's
- * `forecastFrom` — byte for byte what the daemon's `GET /forecast` says at that instant. When
- * the engine here cannot read that state (a tab older than the daemon it talks to:
- * `InvalidSnapshot`), the daemon's own forecast is asked instead. A run that cannot be forecast
- * is left out.
+ * `forecastFrom` — byte for byte what the daemon's `GET /forecast` says at that instant. The
+ * state is used only by the module that wrote it (its `module` digest); otherwise, or when the
+ * engine here fails, the daemon's own forecasts are asked instead (`where` says which). A run
+ * that does not exist (any more) is left out.
  * @param {{ get: (path: string) => Promise<{ body: any }> }} api
  * @param {string[]} runs
  * @returns {Promise<Map<string, { forecast: any, where: "browser" | "daemon" }>>}
@@ -129,18 +155,29 @@ export function windows(maintenance, from, until) {
 export async function forecasts(api, runs) {
   /** @type {Map<string, { forecast: any, where: "browser" | "daemon" }>} */
   const out = new Map();
-  if (!runs.length) return out;
   const path = (/** @type {string} */ run) => `/updateRuns/${encodeURIComponent(run)}`;
-  const state = (await api.get(`${path(runs[0])}/forecastState`)).body;
+  // Through any of the runs: one may have been deleted since the page listed it.
+  let state = null;
   for (const run of runs) {
     try {
-      out.set(run, { forecast: await request({ type: "forecastFrom", run, snapshot: state.snapshot, at: state.at }), where: "browser" });
+      state = (await api.get(`${path(run)}/forecastState`)).body;
+      break;
     } catch (e) {
-      if (!(e instanceof EngineError) || e.code !== "InvalidSnapshot") continue;
-      try {
-        out.set(run, { forecast: (await api.get(`${path(run)}/forecast`)).body, where: "daemon" });
-      } catch { /* no forecast for this run */ }
+      if (/** @type {any} */ (e).status !== 404) throw e;
     }
+  }
+  if (!state) return out;
+  try {
+    if (await runsModule(state.module)) {
+      const got = await request({ type: "forecastFrom", runs, snapshot: state.snapshot, at: state.at });
+      for (const [run, f] of Object.entries(got.forecasts)) out.set(run, { forecast: f, where: "browser" });
+      return out;
+    }
+  } catch { /* the engine here failed: the daemon's forecasts below */ }
+  for (const run of runs) {
+    try {
+      out.set(run, { forecast: (await api.get(`${path(run)}/forecast`)).body, where: "daemon" });
+    } catch { /* no forecast for this run */ }
   }
   return out;
 }

@@ -424,6 +424,8 @@ struct RequestFields<'a> {
     snapshot: Option<&'a RawValue>,
     #[serde(borrow, default)]
     at: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    runs: Option<&'a RawValue>,
 }
 
 /// Parses an envelope: a JSON object with `"v": 1`.
@@ -607,21 +609,46 @@ fn upgrade_minutes(req: &RequestFields) -> Result<Option<u32>, AbiError> {
     Ok(Some(m))
 }
 
-/// `forecastFrom`: the `forecast` of `run` in the engine state `snapshot` (what `forecastState`
-/// answered, or a `snapshot` request), simulated forward from `at` (RFC 3339). The same answer
-/// as `forecast` made at `at` by the module that wrote the snapshot; pure, so a browser runs it
-/// with the daemon's state.
+/// `forecastFrom`: the `forecast` of `run` in the engine state `snapshot` (the `snapshot` of a
+/// `forecastState` answer: `{"formatVersion": 1, "engine": {...}}`), simulated forward from `at`
+/// (RFC 3339) — the same answer as `forecast` made at `at` by the module that wrote the state.
+/// Pure, so a browser runs it with the daemon's state. With `runs` (names) instead of `run`:
+/// `{"forecasts": {name: forecast}, "missing": [names]}` from one restore of the state.
 fn forecast_from(req: &RequestFields) -> Envelope {
-    let run = string_field(req.run, "run")?;
     let snapshot = field(req.snapshot, "snapshot")?;
     let at = string_field(req.at, "at")?;
     let at = waverun_core::time::parse_timestamp(&at).map_err(|rule| invalid_field("at", rule))?;
     let minutes = upgrade_minutes(req)?;
+    let runs: Option<Vec<String>> = match req.runs.filter(|v| v.get() != "null") {
+        Some(v) => Some(
+            serde_json::from_str(v.get())
+                .map_err(|_| bad("\"runs\" must be an array of run names"))?,
+        ),
+        None => None,
+    };
+    let run = match runs {
+        Some(_) => None,
+        None => Some(string_field(req.run, "run")?),
+    };
     let engine = Engine::restore(snapshot.get())?;
     // A forecast never starts before the state it starts from.
     let now = at.max(engine.now());
-    let f = waverun_core::forecast::forecast(&engine, &run, now, minutes)?;
-    Ok(serde_json::to_string(&f).expect("forecast serialises"))
+    if let Some(run) = run {
+        let f = waverun_core::forecast::forecast(&engine, &run, now, minutes)?;
+        return Ok(serde_json::to_string(&f).expect("forecast serialises"));
+    }
+    let mut forecasts = serde_json::Map::new();
+    let mut missing = Vec::new();
+    for run in runs.unwrap_or_default() {
+        match waverun_core::forecast::forecast(&engine, &run, now, minutes) {
+            Ok(f) => {
+                forecasts.insert(run, serde_json::to_value(&f).expect("forecast serialises"));
+            }
+            Err(e) if e.code == ErrorCode::NotFound => missing.push(run),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(serde_json::json!({ "forecasts": forecasts, "missing": missing }).to_string())
 }
 
 fn invalid_field(path: &str, rule: impl Into<String>) -> AbiError {
@@ -1020,7 +1047,13 @@ impl<H: HostImports> Guest<H> {
                 let now = self.clock();
                 let engine = self.engine_ref();
                 // The run must exist: a forecast of it is what the state is for.
-                engine.run_status(&run)?;
+                if engine.run_spec(&run).is_none() {
+                    return Err(waverun_core::Error::new(
+                        waverun_core::ErrorCode::NotFound,
+                        format!("run \"{run}\" does not exist"),
+                    )
+                    .into());
+                }
                 Ok(format!(
                     r#"{{"run":{},"at":"{}","snapshot":{}}}"#,
                     serde_json::to_string(&run).expect("a name serialises"),

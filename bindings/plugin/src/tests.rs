@@ -459,6 +459,12 @@ fn a_forecast_from_the_engine_state_in_another_guest_is_the_live_forecast_at_tha
     let from = Guest::new(MemHost::default()).request(&request(json!({"type": "forecastFrom",
         "run": "r1", "snapshot": state["snapshot"], "at": state["at"]})));
     assert_eq!(from, live, "byte for byte, after an upgrade finished");
+    // Several runs from one restore: each as alone; a name with no run is said missing.
+    let both = ok_result(&Guest::new(MemHost::default()).request(&request(json!({
+        "type": "forecastFrom", "runs": ["r1", "nope"],
+        "snapshot": state["snapshot"], "at": state["at"]}))));
+    assert_eq!(both["forecasts"]["r1"], ok_result(&live));
+    assert_eq!(both["missing"], json!(["nope"]));
 }
 
 #[test]

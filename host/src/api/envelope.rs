@@ -208,16 +208,13 @@ pub(super) async fn list_stored(
 ) -> Result<Response, Problem> {
     st.caller(fleet, headers, Need::Read)?;
     let f = fleet.to_string();
-    let (after, top) = (paging.skip_token.clone(), paging.top());
+    let window = paging.window();
     let items = st
         .engine(move |w| {
             let mut metas = w.engine().stored().resources(kind).map_err(store_problem)?;
-            // Only the page (and one more, which says whether there is a next page) gets its
-            // body parsed and its live status built: a 10,000-member fleet is read 1,000 at a
-            // time, not 10,000 times over.
-            metas.sort_by(|a, b| a.name.cmp(&b.name));
-            metas.retain(|m| after.as_ref().is_none_or(|t| &m.name > t));
-            metas.truncate(top + 1);
+            // Only the page gets its body parsed and its live status built: a 10,000-member
+            // fleet is read 1,000 at a time, not 10,000 times over.
+            window.keep(&mut metas);
             let mut props: Vec<(String, Value)> = metas
                 .iter()
                 .map(|m| (m.name.clone(), stored_body(m)))
@@ -332,6 +329,30 @@ impl Paging {
     /// How many items a page holds: `$top`, 100 by default, at most 1,000.
     pub(super) fn top(&self) -> usize {
         self.top.unwrap_or(100).clamp(1, 1000) as usize
+    }
+
+    /// Which stored resources the page shows, to pick them before their status is built.
+    pub(super) fn window(&self) -> PageWindow {
+        PageWindow {
+            after: self.skip_token.clone(),
+            top: self.top(),
+        }
+    }
+}
+
+/// The stored resources of one page: those named after `$skipToken`, in name order, at most
+/// `$top` of them and one more (which tells [`page`] there is a next page).
+pub(super) struct PageWindow {
+    after: Option<String>,
+    top: usize,
+}
+
+impl PageWindow {
+    /// Keeps, of `metas`, those of the page, sorted by name.
+    pub(super) fn keep(&self, metas: &mut Vec<ResourceMeta>) {
+        metas.sort_by(|a, b| a.name.cmp(&b.name));
+        metas.retain(|m| self.after.as_ref().is_none_or(|t| &m.name > t));
+        metas.truncate(self.top + 1);
     }
 }
 

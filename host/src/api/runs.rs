@@ -291,15 +291,12 @@ pub(super) async fn list(
     st.caller(&fleet, &headers, Need::Read)?;
     let f = fleet.clone();
     let state = st.clone();
-    let (after, top) = (paging.skip_token.clone(), paging.top());
+    let window = paging.window();
     let items = st
         .engine(move |w| {
             let mut metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
-            // The page (and one more, for `nextLink`) only: each run's status is read from the
-            // engine.
-            metas.sort_by(|a, b| a.name.cmp(&b.name));
-            metas.retain(|m| after.as_ref().is_none_or(|t| &m.name > t));
-            metas.truncate(top + 1);
+            // The page only: each run's status is read from the engine.
+            window.keep(&mut metas);
             metas
                 .iter()
                 .map(|m| {
@@ -476,14 +473,37 @@ pub(super) async fn forecast(
 }
 
 /// `GET /updateRuns/{name}/forecastState`: the engine state and the time a forecast of the run
-/// starts from, `{run, at, snapshot}`, for the portal to simulate forward in the browser with
-/// the plugin this daemon serves (the ABI's `forecastFrom`).
+/// starts from, `{module, run, at, snapshot}` (`module`: the hex SHA-256 of the plugin that
+/// wrote it), for the portal to simulate forward in the browser with the plugin this daemon
+/// serves (the ABI's `forecastFrom`). Passed on as the plugin wrote it, never parsed here.
 pub(super) async fn forecast_state(
-    st: State<Arc<ApiState>>,
+    State(st): State<Arc<ApiState>>,
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    view(st, fleet, name, "forecastState", headers).await
+    st.caller(&fleet, &headers, Need::Read)?;
+    let text = st
+        .engine(move |w| {
+            find(w, &name)?;
+            w.engine()
+                .query_raw(&json!({ "type": "forecastState", "run": name }))
+                .map_err(|e| Problem::daemon(&e, &run_path))
+        })
+        .await?;
+    // The module that wrote the state, beside it: a browser forecasts from it only with the
+    // same module (a daemon started with `--plugin`, or upgraded under an open tab, runs
+    // another one than the page has).
+    let text: Box<str> = text.into();
+    let module = st.sandbox.as_ref().map_or("", |m| m.sha256());
+    let body = match text.strip_prefix('{') {
+        Some(rest) => format!("{{\"module\":{},{rest}", json!(module)),
+        None => text.into_string(),
+    };
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 async fn view(

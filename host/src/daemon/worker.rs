@@ -520,6 +520,10 @@ impl Worker {
                 };
                 if at_target {
                     tracing::info!(operation = %id, "the cluster is at the target of a start whose outcome was unknown: it succeeded");
+                    // What it runs now, as after any upgrade that ends.
+                    if let Ok(d) = &result {
+                        self.observe(&op.member, d);
+                    }
                     self.forget(&id);
                     return self.deliver(Observation::UpgradeSucceeded { operation_id: id });
                 }

@@ -781,6 +781,15 @@ impl PluginInstance {
         self.request_as(request, "waverun_request")
     }
 
+    /// [`Instance::request`], the result as the guest wrote it (checked to be JSON, never
+    /// parsed into a tree): for large answers passed on as they are.
+    pub fn request_raw(
+        &mut self,
+        request: &Value,
+    ) -> Result<Box<serde_json::value::RawValue>, PluginError> {
+        self.request_as(request, "waverun_request")
+    }
+
     /// A `command` request; returns the events it caused.
     pub fn command(&mut self, command: &Command) -> Result<Vec<Event>, PluginError> {
         #[derive(Serialize)]

@@ -269,15 +269,22 @@ export async function render(ctx, root, params) {
   // The forecast is simulated again when the run changes (an upgrade ends, a gate is reached)
   // and every 20 s as time passes; each one reads the daemon's whole state (about 8 MB and 2 s
   // for 10,000 members), so at most every 3 s, and never more than a tenth of the time.
-  let forecastTimer = 0, forecastAsked = 0, forecastTook = 0;
+  // A change while one is planned or under way asks for one more after it, never lost.
+  let forecastTimer = 0, forecastAsked = 0, forecastTook = 0, forecastAgain = false, left = false;
   function forecastSoon() {
-    if (forecastTimer) return;
+    if (forecastTimer) {
+      forecastAgain = true;
+      return;
+    }
+    forecastAgain = false;
     const gap = Math.max(3000, 10 * forecastTook);
     forecastTimer = window.setTimeout(async () => {
+      forecastAgain = false;
       forecastAsked = Date.now();
       await loadForecast();
       forecastTook = Date.now() - forecastAsked;
       forecastTimer = 0;
+      if (forecastAgain && !left) forecastSoon();
     }, Math.max(0, forecastAsked + gap - Date.now()));
   }
 
@@ -447,6 +454,7 @@ export async function render(ctx, root, params) {
     clearInterval(refreshForecast);
     clearTimeout(reloadTimer);
     clearTimeout(forecastTimer);
+    left = true;
     forecastSeq++;
   };
 }
