@@ -152,18 +152,19 @@ export async function render(ctx, root, params) {
   }
 
   function progress() {
-    let total = 0, done = 0, failed = 0, unfinished = 0;
+    let total = 0, done = 0, failed = 0, skipped = 0, unfinished = 0;
     for (const st of run.properties.status?.stages ?? []) {
       for (const g of st.groups) {
         for (const m of g.members) {
           total++;
           if (DONE.has(m.status.state)) done++;
           if (m.status.state === "Failed") failed++;
+          if (m.status.state === "Skipped") skipped++;
           if (m.status.state !== "Completed") unfinished++;
         }
       }
     }
-    return { total, done, failed, unfinished };
+    return { total, done, failed, skipped, unfinished };
   }
 
   function drawHead() {
@@ -178,7 +179,9 @@ export async function render(ctx, root, params) {
         h("dt", null, "progress"), h("dd", null,
           h("span.progress", { role: "progressbar", "aria-valuemin": 0, "aria-valuemax": p.total, "aria-valuenow": p.done, "aria-label": "members done" },
             h("span", { style: `width:${p.total ? (100 * p.done) / p.total : 0}%` })),
-          ` ${p.done} of ${p.total} members done`),
+          ` ${p.done} of ${p.total} members done`,
+          // Done is not all upgraded: say how many of them failed or were skipped.
+          p.failed || p.skipped ? ` (${[p.failed ? `${p.failed} failed` : "", p.skipped ? `${p.skipped} skipped` : ""].filter(Boolean).join(", ")})` : ""),
         h("dt", null, "failures"), h("dd", null, `${st?.failureCount ?? p.failed}`),
         h("dt", null, "started"), h("dd", null, shortTime(st?.status.startTime) || "not yet"),
         st?.status.completedTime ? [h("dt", null, "ended"), h("dd", null, shortTime(st.status.completedTime))] : null,
