@@ -10,12 +10,12 @@ mod runtime_support;
 use daemon_support::{scenario, Daemon};
 use http_support::agent;
 use serde_json::{json, Value};
-use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use waverun_core::sim::{simulate, Scenario};
 use waverun_host::api::Role;
+use waverun_host::runtime::cache::sha256_hex;
 
 impl Daemon {
     /// The scenario's strategy as `rollout`, and its run as `r1` (not started).
@@ -154,10 +154,7 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
     assert_eq!(state.body["run"], "r1");
     assert_eq!(state.body["snapshot"]["formatVersion"], 1);
     assert!(state.body["at"].is_string());
-    let module: String = sha2::Sha256::digest(waverun_host::runtime::EMBEDDED_PLUGIN)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let module = sha256_hex(waverun_host::runtime::EMBEDDED_PLUGIN);
     assert_eq!(state.body["module"], json!(module));
     assert_eq!(d.get("/updateRuns/nope/forecastState", None).status, 404);
     // The approval is on record, with who approved which gate.

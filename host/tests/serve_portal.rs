@@ -9,7 +9,6 @@ mod http_support;
 mod runtime_support;
 
 use daemon_support::Daemon;
-use sha2::Digest as _;
 use waverun_host::api::Role;
 
 const ADMIN: &str = "portal-admin";
@@ -114,11 +113,7 @@ fn the_engine_module_the_portal_runs_is_the_daemons_own_plugin() {
     let bytes = r.into_body().read_to_vec().unwrap();
     assert_eq!(bytes, waverun_host::runtime::EMBEDDED_PLUGIN);
     // Its digest, which an engine state's `module` is compared with before the page forecasts.
-    let digest: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(sha, digest);
+    assert_eq!(sha, waverun_host::runtime::cache::sha256_hex(&bytes));
 }
 
 #[test]

@@ -155,6 +155,14 @@ async function api(method, path, token, body) {
   return { status: res.status, body: res.status === 204 ? null : await res.json() };
 }
 
+/** Creates (not starts) run `name` over the stored strategy "rings", to Kubernetes `version`. */
+async function createRun(name, version) {
+  const created = await api("PUT", `/updateRuns/${name}`, TOKENS.admin, {
+    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: version } } },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+}
+
 test("an admin writes a strategy in the editor, sees its plan, starts a run, watches it, approves the gate and sees it Completed", async (t) => {
   const { page, problems } = await tab(t);
   await page.goto(`${base}/#token=${TOKENS.admin}`);
@@ -333,10 +341,7 @@ test("an invalid strategy shows the error at its field, with the CLI's path, and
 });
 
 test("a viewer sees no action buttons, and a forbidden request says why", async (t) => {
-  const created = await api("PUT", "/updateRuns/r2", TOKENS.admin, {
-    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.3" } } },
-  });
-  assert.equal(created.status, 201, JSON.stringify(created.body));
+  await createRun("r2", "1.33.3");
   const { page, problems } = await tab(t);
   await page.goto(`${base}/runs#token=${TOKENS.viewer}`);
   await page.getByText("victor (viewer)").waitFor();
@@ -411,10 +416,7 @@ test("the in-browser simulation of a scenario is byte for byte `waverun simulate
 
 test("members picked in the tree are skipped, and a retry run takes the ones left over", async (t) => {
   // r1 took every member to 1.33.3; r3 takes them to the next patch.
-  const created = await api("PUT", "/updateRuns/r3", TOKENS.admin, {
-    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.4" } } },
-  });
-  assert.equal(created.status, 201, JSON.stringify(created.body));
+  await createRun("r3", "1.33.4");
   const { page, problems } = await tab(t);
   await page.goto(`${base}/runs/r3#token=${TOKENS.admin}`);
   const tree = page.getByRole("list", { name: /members of r3/ });
@@ -443,10 +445,7 @@ test("members picked in the tree are skipped, and a retry run takes the ones lef
 
 test("live updates resume after the daemon restarts, without a gap or a duplicate", async (t) => {
   // prod-3 and prod-4, skipped in r3, are still on 1.33.3: r4 has work for its prod stage.
-  const created = await api("PUT", "/updateRuns/r4", TOKENS.admin, {
-    properties: { updateStrategyId: "/fleets/portal/updateStrategies/rings", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.4" } } },
-  });
-  assert.equal(created.status, 201, JSON.stringify(created.body));
+  await createRun("r4", "1.33.4");
   const { page, problems } = await tab(t);
   await page.goto(`${base}/runs/r4#token=${TOKENS.admin}`);
   await page.getByRole("tab", { name: "Event log" }).click();
