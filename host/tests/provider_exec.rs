@@ -1,7 +1,7 @@
 //! The exec provider's conformance list (`shared/spec/exec-provider.md`), against real child
 //! processes: the scripts in `tests/exec/` — a well-behaved fake cluster, and providers that
 //! hang, crash, print garbage, exit 0 with nothing, echo a secret to stderr, answer by exit code
-//! only, or speak another protocol version. The daemon's side of the protocol (retry classes,
+//! only, speak another protocol version, or leave a process holding their output open. The daemon's side of the protocol (retry classes,
 //! `PreconditionFailed`, uncertain starts) runs the real engine thread over the fake cluster.
 
 mod runtime_support;
@@ -354,6 +354,134 @@ fn a_secret_printed_on_stderr_is_redacted_from_logs_and_errors() {
     );
     assert!(!logged.contains(secret), "{logged}");
     assert!(!format!("{e:?}").contains(secret));
+}
+
+/// Kills, when dropped, the processes `pipe-holder.sh` left behind (their pids, one a line, in
+/// `file`): they sleep for minutes in sessions of their own, out of reach of any group kill.
+struct Holders(PathBuf);
+
+impl Drop for Holders {
+    fn drop(&mut self) {
+        let pids = std::fs::read_to_string(&self.0).unwrap_or_default();
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) sends a signal; it touches no memory.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// `pipe-holder.sh` as a provider, recording its leftovers in this fixture.
+fn pipe_holder(f: &Fixture) -> (ExecConfig, Holders) {
+    let mut c = f.config("pipe-holder.sh");
+    let pids = f.path("holder.pids");
+    c.env.insert(
+        "PIPE_HOLDER_PIDS".to_string(),
+        pids.to_string_lossy().into_owned(),
+    );
+    (c, Holders(pids))
+}
+
+#[test]
+fn an_answer_is_taken_when_the_command_exits_though_a_process_it_left_holds_its_output() {
+    let f = Fixture::new();
+    let (mut c, _holders) = pipe_holder(&f);
+    c.timeouts.describe = Duration::from_secs(10);
+    let p = ExecProvider::start(c).unwrap();
+    let logs = Logs::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .finish();
+    let started = Instant::now();
+    let described = tracing::subscriber::with_default(subscriber, || p.describe(&cluster("a")));
+    let took = started.elapsed();
+    let d = described.unwrap_or_else(|e| panic!("no answer: {e}"));
+    assert_eq!(d.kubernetes_version, "1.33.2");
+    assert_eq!(d.region, "westeurope");
+    assert!(took < Duration::from_secs(10), "it took {took:?}");
+    // What the command printed on stderr before it exited is kept, and the operator is told
+    // which provider's command leaves its output held open.
+    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logged.contains("left a process holding stdout and stderr"),
+        "{logged}"
+    );
+    let warning = logged
+        .lines()
+        .find(|l| l.contains("WARN"))
+        .unwrap_or_else(|| panic!("no warning: {logged}"));
+    assert!(
+        warning.contains("provider=fake") && warning.contains("operation=\"describe\""),
+        "{warning}"
+    );
+}
+
+/// Whether this process runs the test `name` alone; if not, runs it again in a process of its
+/// own (this test binary, that test only) and asserts it passed there. Counting a process's
+/// threads and open files needs no other test running beside it.
+fn alone(name: &str) -> bool {
+    const ALONE: &str = "WAVERUN_TEST_ALONE";
+    if std::env::var(ALONE).as_deref() == Ok(name) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1"])
+        .env(ALONE, name)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{name}, run alone:\n{text}"
+    );
+    false
+}
+
+/// This process's threads and open file descriptors.
+fn threads_and_fds() -> (usize, usize) {
+    let count = |dir: &str| std::fs::read_dir(dir).unwrap().count();
+    (count("/proc/self/task"), count("/proc/self/fd"))
+}
+
+#[test]
+fn calls_whose_output_is_held_open_leave_no_thread_or_file_descriptor_behind() {
+    if !alone("calls_whose_output_is_held_open_leave_no_thread_or_file_descriptor_behind") {
+        return;
+    }
+    let f = Fixture::new();
+    let (mut c, _holders) = pipe_holder(&f);
+    c.timeouts.describe = Duration::from_secs(10);
+    let p = ExecProvider::start(c).unwrap();
+    let before = threads_and_fds();
+    for i in 0..20 {
+        let d = p.describe(&cluster("a"));
+        let d = d.unwrap_or_else(|e| panic!("call {i}: no answer: {e}"));
+        assert_eq!(d.kubernetes_version, "1.33.2");
+    }
+    drop(p);
+    // A thread that has returned may take a moment to leave /proc/self/task.
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut after = threads_and_fds();
+    while (after.0 > before.0 || after.1 > before.1) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+        after = threads_and_fds();
+    }
+    assert!(
+        after.0 <= before.0 && after.1 <= before.1,
+        "(threads, fds) were {before:?} before 20 calls and are {after:?} after"
+    );
+    let holders = std::fs::read_to_string(f.path("holder.pids")).unwrap();
+    assert_eq!(holders.lines().count(), 20, "every call left a holder");
 }
 
 #[test]

@@ -10,6 +10,11 @@
 //! redacted. A `start-upgrade` whose outcome is unknown (timed out, crashed, answered nonsense)
 //! is reported `uncertain`; the daemon then asks `get-operation` under the same key.
 //!
+//! The command's pipes are served from the calling thread alone (`Pipes`, poll(2)), and its
+//! answer is what it wrote until it exited, not until its pipes closed: a process it left
+//! holding them open (in a session of its own, out of reach of the group kill) delays nothing,
+//! and no thread or file descriptor outlives the call.
+//!
 //! At start it asks `capabilities`, picks the highest protocol version both sides speak and
 //! holds the provider to what it declared: an operation it does not list, an upgrade type it
 //! does not support or a node image pin without `node-image-pinning` is refused as
@@ -21,12 +26,14 @@ use super::{ProviderError, ProviderErrorCode, Release, Releases, Started, Upgrad
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use waverun_core::{Maintenance, NodePool, OsType};
 
@@ -456,74 +463,47 @@ impl ExecProvider {
         })?;
         let group = child.id() as i32;
         let body = serde_json::to_vec(request).expect("a request serialises");
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        // Fed from a thread: a command that never reads its stdin cannot block the call.
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&body);
-        });
-        let (out_tx, out_rx) = mpsc::channel();
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        let limit = c.max_stdout;
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let r = (&mut stdout).take(limit as u64 + 1).read_to_end(&mut buf);
-            let over = buf.len() > limit;
-            if over {
-                // Keep reading (and dropping) so the command is not blocked on a full pipe.
-                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        let mut pipes = match Pipes::take(&mut child, body, c.max_stdout) {
+            Ok(p) => p,
+            Err(e) => {
+                signal_group(group, libc::SIGKILL);
+                let _ = child.wait();
+                return Err(CallError::Protocol(format!(
+                    "the command's pipes cannot be set up: {e}"
+                )));
             }
-            let _ = out_tx.send((r.is_ok(), over, buf));
-        });
-        let (err_tx, err_rx) = mpsc::channel();
-        let mut stderr = child.stderr.take().expect("stderr is piped");
-        std::thread::spawn(move || {
-            let mut tail: Vec<u8> = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                tail.extend_from_slice(&chunk[..n]);
-                if tail.len() > 2 * STDERR_TAIL {
-                    tail.drain(..tail.len() - STDERR_TAIL);
-                }
-            }
-            if tail.len() > STDERR_TAIL {
-                tail.drain(..tail.len() - STDERR_TAIL);
-            }
-            let _ = err_tx.send(tail);
-        });
+        };
         let end = started + timeout;
-        let status = match wait_until(&mut child, end) {
+        let status = match pipes.serve(&mut child, end) {
             Some(s) => s,
             None => {
-                kill_group(group, &mut child, c.timeouts.grace);
+                kill_group(group, &mut child, c.timeouts.grace, &mut pipes);
                 tracing::warn!(provider = %c.name, operation, request_id, "the command ran past its deadline; its process group was killed");
                 return Err(CallError::Timeout(timeout));
             }
         };
-        // The command exited; whatever it left behind in its group goes too, and its pipes are
-        // read only until the deadline (a child holding stdout open cannot hang the call).
+        // The command exited; whatever it left behind in its group goes too. Its answer is what
+        // it wrote before it exited: the pipes are drained without waiting for them to close.
         signal_group(group, libc::SIGKILL);
-        let left = end
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(100));
-        let (read_ok, over, stdout) = out_rx
-            .recv_timeout(left)
-            .map_err(|_| CallError::Timeout(timeout))?;
-        let stderr = err_rx
-            .recv_timeout(Duration::from_millis(500))
-            .unwrap_or_default();
-        if over {
+        let out = pipes.drain();
+        if out.held_open {
+            tracing::warn!(
+                provider = %c.name,
+                operation,
+                request_id,
+                "the command exited, but a process it started still held its stdout or stderr open; the answer is what the command wrote before it exited, and that process may outlive the call (the group kill reaches only the command's process group)"
+            );
+        }
+        if out.stdout.len() > c.max_stdout {
             return Err(CallError::Protocol(format!(
                 "stdout is over {} bytes",
                 c.max_stdout
             )));
         }
-        if !read_ok {
+        if out.read_failed {
             return Err(CallError::Protocol("stdout could not be read".to_string()));
         }
-        Ok((status, stdout, stderr))
+        Ok((status, out.stdout, out.stderr))
     }
 
     fn failure(&self, operation: &str, e: CallError) -> ProviderError {
@@ -764,20 +744,253 @@ fn last_line(text: &str) -> String {
     line.chars().take(300).collect()
 }
 
-/// Waits for the child until `end`; `None` when it is still running then.
-fn wait_until(child: &mut Child, end: Instant) -> Option<std::process::ExitStatus> {
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        let now = Instant::now();
-        if now >= end {
-            return None;
-        }
-        std::thread::sleep(pause.min(end - now));
-        pause = (pause * 2).min(Duration::from_millis(20));
+/// One call's pipes to its command, served from the calling thread alone with poll(2) (no
+/// helper threads, which a command could leave blocked forever): the request is fed to stdin as
+/// fast as the command reads it, stdout is kept up to the limit and read on past it (so the
+/// command is never blocked on a full pipe), and the tail of stderr is kept. Every pipe is
+/// closed when this is dropped.
+struct Pipes {
+    stdin: Option<File>,
+    request: Vec<u8>,
+    sent: usize,
+    stdout: Option<File>,
+    out: Vec<u8>,
+    limit: usize,
+    read_failed: bool,
+    stderr: Option<File>,
+    tail: Vec<u8>,
+}
+
+/// What a command wrote before it exited.
+struct Output {
+    /// Stdout, cut one byte past the limit (longer than the limit: over it).
+    stdout: Vec<u8>,
+    /// Reading stdout failed.
+    read_failed: bool,
+    /// The last [`STDERR_TAIL`] bytes of stderr.
+    stderr: Vec<u8>,
+    /// After the command exited, a process still held stdout or stderr open.
+    held_open: bool,
+}
+
+/// Bytes read from one pipe per wake-up, so that a command writing without pause cannot keep
+/// the call from checking whether it exited.
+const READ_BUDGET: usize = 64 * 1024;
+
+impl Pipes {
+    /// Takes the child's piped stdin, stdout and stderr, made non-blocking.
+    fn take(child: &mut Child, request: Vec<u8>, limit: usize) -> std::io::Result<Pipes> {
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        Ok(Pipes {
+            stdin: Some(nonblocking(stdin.into())?),
+            request,
+            sent: 0,
+            stdout: Some(nonblocking(stdout.into())?),
+            out: Vec::new(),
+            limit,
+            read_failed: false,
+            stderr: Some(nonblocking(stderr.into())?),
+            tail: Vec::new(),
+        })
     }
+
+    /// Feeds and reads the pipes until the child exits (its status) or `end` (`None`).
+    fn serve(&mut self, child: &mut Child, end: Instant) -> Option<ExitStatus> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Ok(Some(s)) = child.try_wait() {
+                return Some(s);
+            }
+            let now = Instant::now();
+            if now >= end {
+                return None;
+            }
+            // poll(2) wakes on the pipes, not on the child's exit: its timeout is also how often
+            // the child is looked at (from 1 ms, doubling to 20 ms while nothing happens).
+            let wait = pause.min(end - now);
+            let ms =
+                libc::c_int::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX);
+            let mut fds = [
+                poll_fd(&self.stdin, libc::POLLOUT),
+                poll_fd(&self.stdout, libc::POLLIN),
+                poll_fd(&self.stderr, libc::POLLIN),
+            ];
+            // SAFETY: `fds` is a live array of that many pollfds; a closed pipe's fd is -1,
+            // which poll(2) skips.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if ready <= 0 {
+                if ready < 0 && std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+                    // Never spin on a poll that fails at once.
+                    std::thread::sleep(wait);
+                }
+                pause = (pause * 2).min(Duration::from_millis(20));
+                continue;
+            }
+            pause = Duration::from_millis(1);
+            if fds[0].revents != 0 {
+                self.feed();
+            }
+            if fds[1].revents != 0 {
+                self.read_stdout(READ_BUDGET);
+            }
+            if fds[2].revents != 0 {
+                self.read_stderr(READ_BUDGET);
+            }
+        }
+    }
+
+    /// Writes as much of the request as stdin takes now; closes stdin once it is all written
+    /// (the command reads to EOF) or the command closed its end.
+    fn feed(&mut self) {
+        let Some(stdin) = &mut self.stdin else {
+            return;
+        };
+        while self.sent < self.request.len() {
+            match stdin.write(&self.request[self.sent..]) {
+                Ok(0) => break,
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                // EPIPE: the command reads no more.
+                Err(_) => break,
+            }
+        }
+        self.stdin = None;
+    }
+
+    fn read_stdout(&mut self, budget: usize) {
+        let (out, limit) = (&mut self.out, self.limit);
+        let read = read_ready(&mut self.stdout, budget, &mut |bytes| {
+            // One byte past the limit says it is over; the rest is read and dropped.
+            let room = (limit + 1).saturating_sub(out.len());
+            out.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        });
+        self.read_failed |= read.is_err();
+    }
+
+    fn read_stderr(&mut self, budget: usize) {
+        let tail = &mut self.tail;
+        let _ = read_ready(&mut self.stderr, budget, &mut |bytes| {
+            tail.extend_from_slice(bytes);
+            if tail.len() > 2 * STDERR_TAIL {
+                tail.drain(..tail.len() - STDERR_TAIL);
+            }
+        });
+    }
+
+    /// Once the command has exited (and its group was killed): takes what stdout and stderr
+    /// hold at this moment, without waiting for them to close, and closes every pipe. A pipe
+    /// whose write end is still open was kept by a process that outlives the command; anything
+    /// it writes later is not part of the answer.
+    fn drain(mut self) -> Output {
+        self.stdin = None;
+        let budget = self.stdout.as_ref().map_or(0, pending);
+        self.read_stdout(budget);
+        let budget = self.stderr.as_ref().map_or(0, pending);
+        self.read_stderr(budget);
+        if self.stdout.as_ref().is_some_and(hung_up) {
+            // No writer is left: what remains (written since) is finite, and ends at EOF.
+            self.read_stdout(usize::MAX);
+        }
+        if self.stderr.as_ref().is_some_and(hung_up) {
+            self.read_stderr(usize::MAX);
+        }
+        let held_open = self.stdout.is_some() || self.stderr.is_some();
+        let mut stderr = std::mem::take(&mut self.tail);
+        if stderr.len() > STDERR_TAIL {
+            stderr.drain(..stderr.len() - STDERR_TAIL);
+        }
+        Output {
+            stdout: std::mem::take(&mut self.out),
+            read_failed: self.read_failed,
+            stderr,
+            held_open,
+        }
+    }
+}
+
+/// `fd` as a file whose reads and writes never block (they fail with `WouldBlock`).
+fn nonblocking(fd: OwnedFd) -> std::io::Result<File> {
+    // SAFETY: fcntl(2) on a descriptor this process owns; it touches no memory.
+    let set = unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        flags != -1 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) != -1
+    };
+    if set {
+        Ok(File::from(fd))
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Reads what `pipe` holds now without waiting, at most `budget` bytes, handing them to `keep`;
+/// closes it at EOF, or on an error (returned).
+fn read_ready(
+    pipe: &mut Option<File>,
+    budget: usize,
+    keep: &mut dyn FnMut(&[u8]),
+) -> std::io::Result<()> {
+    let Some(file) = pipe else {
+        return Ok(());
+    };
+    let mut chunk = [0u8; 8192];
+    let mut taken = 0;
+    while taken < budget {
+        let want = chunk.len().min(budget - taken);
+        match file.read(&mut chunk[..want]) {
+            Ok(0) => {
+                *pipe = None;
+                return Ok(());
+            }
+            Ok(n) => {
+                taken += n;
+                keep(&chunk[..n]);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => {
+                *pipe = None;
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn poll_fd(pipe: &Option<File>, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd: pipe.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        events,
+        revents: 0,
+    }
+}
+
+/// The bytes `pipe` holds now (FIONREAD); when that cannot be asked, the most an unprivileged
+/// process can make a pipe hold (Linux's default `pipe-max-size`, 1 MiB).
+fn pending(pipe: &File) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int, to `n`.
+    let asked =
+        unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut n as *mut libc::c_int) };
+    if asked == -1 {
+        1 << 20
+    } else {
+        usize::try_from(n).unwrap_or(0)
+    }
+}
+
+/// Whether no process holds the write end of `pipe` any more.
+fn hung_up(pipe: &File) -> bool {
+    let mut p = libc::pollfd {
+        fd: pipe.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd; a zero timeout never waits. POLLHUP is reported unasked.
+    let ready = unsafe { libc::poll(&mut p, 1, 0) };
+    ready == 1 && p.revents & libc::POLLHUP != 0
 }
 
 fn signal_group(group: i32, signal: i32) {
@@ -787,10 +1000,11 @@ fn signal_group(group: i32, signal: i32) {
     }
 }
 
-/// SIGTERM to the group, `grace` to leave, then SIGKILL to the group; reaps the child.
-fn kill_group(group: i32, child: &mut Child, grace: Duration) {
+/// SIGTERM to the group, `grace` to leave (its pipes still served, so it is not stuck writing
+/// to a full one), then SIGKILL to the group; reaps the child.
+fn kill_group(group: i32, child: &mut Child, grace: Duration, pipes: &mut Pipes) {
     signal_group(group, libc::SIGTERM);
-    let _ = wait_until(child, Instant::now() + grace);
+    let _ = pipes.serve(child, Instant::now() + grace);
     signal_group(group, libc::SIGKILL);
     let _ = child.wait();
 }
