@@ -90,6 +90,10 @@ echo "main job: first life: watch shows $(grep -c MemberStarted watch1.log) clus
 stop
 grep -q "stopping" life1.log || fail "Ctrl-C did not stop the demo cleanly"
 end "$W1"
+# The requests of the set-up and of watch are logged to the data directory's log, not over the
+# banner in the terminal.
+grep -q 'request method=' waverun-demo/waverun.log || fail "the demo's log (waverun-demo/waverun.log) has no request lines"
+if grep -q 'request method=' life1.err; then fail "request log lines were printed to the terminal"; fi
 
 # --- second life: the same directory continues, at a faster clock
 start life2.log --time-scale 50000

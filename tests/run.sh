@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+# The pinned toolchain (rust-toolchain.toml) with its components and target: rustup does not
+# install it by itself where RUSTUP_AUTO_INSTALL=0.
+rustup toolchain install >/dev/null 2>&1 || rustup toolchain install
 rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown
 
 echo "== wasm artifacts [${SECONDS}s]"

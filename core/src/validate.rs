@@ -20,6 +20,10 @@ pub const MAX_SELECTOR_LEN: usize = 512;
 pub const MAX_AFTER_STAGE_WAIT_SECONDS: u64 = 7 * 24 * 3600;
 /// Longest provider id (an Azure resource id is at most a few hundred characters).
 pub const MAX_PROVIDER_ID_CHARS: usize = 1024;
+/// Most labels a member may carry (decision: Kubernetes sets no count, but every label is
+/// matched by every selector of every strategy; a hundred is far more than fleets use, and
+/// bounds what one member costs the engine).
+pub const MAX_LABELS_PER_MEMBER: usize = 100;
 /// Label prefix reserved for labels the system adds.
 pub const SYSTEM_LABEL_PREFIX: &str = "waverun.dev/";
 
@@ -80,7 +84,22 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
     if let Some(g) = &m.group {
         check_name(&join(path, "group"), g, errors);
     }
-    for (k, v) in &m.labels {
+    if m.labels.len() > MAX_LABELS_PER_MEMBER {
+        // Refused whole, before any label is looked at: the cost stays bounded.
+        errors.push(
+            join(path, "labels"),
+            format!(
+                "has {} labels; at most {MAX_LABELS_PER_MEMBER}",
+                m.labels.len()
+            ),
+        );
+    }
+    let labels = if m.labels.len() > MAX_LABELS_PER_MEMBER {
+        None
+    } else {
+        Some(&m.labels)
+    };
+    for (k, v) in labels.into_iter().flatten() {
         let p = format!("{}[{k}]", join(path, "labels"));
         if let Err(e) = validate_label_key(k) {
             errors.push(&p, e);

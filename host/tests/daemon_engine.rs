@@ -41,6 +41,7 @@ fn audit(action: &str) -> NewAudit {
         action: action.to_string(),
         target: "/fleets/default/updateRuns/r".to_string(),
         request_id: "req".to_string(),
+        key: "key".to_string(),
         outcome: "ok".to_string(),
         detail: None,
     }

@@ -60,6 +60,7 @@ fn audit(action: &str) -> NewAudit {
         action: action.to_string(),
         target: "/fleets/default/updateRuns/r1".to_string(),
         request_id: "req-1".to_string(),
+        key: "key-1".to_string(),
         outcome: "ok".to_string(),
         detail: None,
     }

@@ -65,6 +65,14 @@ pub struct Auth {
     by_hash: BTreeMap<String, Caller>,
 }
 
+/// The token of an `Authorization` value: the scheme `Bearer` in any case (RFC 9110 §11.1:
+/// schemes are case-insensitive), one or more spaces, then the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// The hex SHA-256 of a token, as the config file stores it.
 pub fn token_hash(token: &str) -> String {
     let digest = Sha256::digest(token.as_bytes());
@@ -111,9 +119,7 @@ impl Auth {
         let token = value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+            .and_then(bearer_token)
             .ok_or_else(|| unauthorized("the Authorization header must be `Bearer TOKEN`"))?;
         let caller = self
             .by_hash
@@ -137,5 +143,44 @@ impl Auth {
             ));
         }
         Ok(caller.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, value.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        let auth = Auth::open().with_hash("ci", Role::Viewer, &token_hash("s3cret-token"));
+        for v in [
+            "Bearer s3cret-token",
+            "bearer s3cret-token",
+            "BEARER s3cret-token",
+            "bEaReR   s3cret-token",
+        ] {
+            let c = auth.check(&headers(v), Need::Read);
+            assert_eq!(c.map(|c| c.name), Ok("ci".to_string()), "{v}");
+        }
+    }
+
+    #[test]
+    fn other_schemes_and_empty_tokens_are_unauthorized() {
+        let auth = Auth::open().with_hash("ci", Role::Viewer, &token_hash("s3cret-token"));
+        for v in [
+            "Basic s3cret-token",
+            "Bearers3cret-token",
+            "Bearer ",
+            "s3cret-token",
+        ] {
+            let status = auth.check(&headers(v), Need::Read).map_err(|p| p.status);
+            assert_eq!(status, Err(401), "{v}");
+        }
     }
 }

@@ -160,13 +160,19 @@ pub(super) fn put_response(created: bool, etag: &str, body: &Value) -> Response 
 }
 
 /// The audit entry of a request (outcome `ok`; the engine sets a refusal's code).
-pub(super) fn audit(caller: &Caller, action: &str, target: &str, request_id: &str) -> NewAudit {
+pub(super) fn audit(
+    caller: &Caller,
+    action: &str,
+    target: &str,
+    request: &super::RequestId,
+) -> NewAudit {
     NewAudit {
         at: now_rfc3339(),
         who: caller.name.clone(),
         action: action.to_string(),
         target: target.to_string(),
-        request_id: request_id.to_string(),
+        request_id: request.id.clone(),
+        key: request.key.clone(),
         outcome: "ok".to_string(),
         detail: None,
     }
@@ -387,13 +393,13 @@ pub(super) fn page(path: &str, mut items: Vec<(String, Value)>, paging: &Paging)
     })
 }
 
-/// What a list's `nextLink` is made of: the request's origin (`http://HOST`, absolute as
-/// Azure's are) and its query parameters other than the paging ones, kept as sent (`$filter`,
-/// `run`, ...).
+/// What a list's `nextLink` is made of: the daemon's public URL when one is configured
+/// (absolute, as Azure's are), else nothing (a link relative to the server), and the query's
+/// parameters other than the paging ones, kept as sent (`$filter`, `run`, ...).
 #[derive(Clone, Debug, Default)]
 pub(super) struct NextLink {
-    /// `scheme://host[:port]`, or empty (a link relative to the server) when the request named
-    /// no usable host.
+    /// `scheme://host[:port]`, or empty (a link relative to the server) when no public URL is
+    /// configured.
     origin: String,
     /// The query's other `key=value` pairs, as the request wrote them.
     kept: Vec<String>,
@@ -432,37 +438,14 @@ impl NextLink {
     }
 }
 
-/// `scheme://authority` of a request: the authority of an absolute-form target, else the `Host`
-/// header — only when it is a plain `host[:port]` (a name, an IPv4 address or a bracketed IPv6
-/// one; no user info, nothing a link could be bent with). The scheme is `https` when a proxy
-/// says so (`X-Forwarded-Proto: https`), else `http` (the daemon itself speaks plain HTTP).
+/// `scheme://authority[/prefix]` of the links the API hands out: the configured public URL
+/// (`publicUrl`), never the request's `Host` header (a client or a proxy could point links,
+/// and the tokens that follow them, anywhere). Without one, links are relative.
 fn origin(parts: &axum::http::request::Parts) -> Option<String> {
-    let host = match parts.uri.authority() {
-        Some(a) => a.as_str().to_string(),
-        None => parts
-            .headers
-            .get(header::HOST)?
-            .to_str()
-            .ok()?
-            .trim()
-            .to_string(),
-    };
-    let plain = !host.is_empty()
-        && host.len() <= 255
-        && host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
-        && host.parse::<axum::http::uri::Authority>().is_ok();
-    if !plain {
-        return None;
-    }
-    let https = parts
-        .headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
-    let scheme = if https { "https" } else { "http" };
-    Some(format!("{scheme}://{host}"))
+    parts
+        .extensions
+        .get::<super::PublicUrl>()
+        .map(|p| p.0.to_string())
 }
 
 /// `s` with every byte but the unreserved ones (RFC 3986) percent-encoded.

@@ -3,7 +3,6 @@
 //! after `Last-Event-ID` or `?after=`, filtered by `?run=`, a heartbeat comment every 15 s),
 //! pages of JSON otherwise — and `audit` (who did what).
 
-use super::envelope::store_problem;
 use super::problem::Problem;
 use super::{ApiState, Need};
 use axum::extract::{Path, State};
@@ -32,7 +31,7 @@ impl super::FromQuery for After {
 }
 
 /// How many events one read takes from the store while a stream catches up.
-const SSE_BATCH: u32 = 500;
+const SSE_BATCH: u32 = super::feed::BATCH;
 
 fn wants_stream(headers: &HeaderMap) -> bool {
     headers
@@ -55,66 +54,109 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
 }
 
 /// The SSE stream: every stored event after `after` (of `run`), then each new one as its step
-/// commits. It never skips or repeats one: it reads the store from the last id it sent.
-fn stream(st: Arc<ApiState>, after: u64, run: Option<String>) -> Response {
+/// commits, from the store's readers and the fan-out ([`super::feed`]), never the engine
+/// thread. It never skips or repeats one. `slot` is its place among the open streams.
+fn stream(
+    st: Arc<ApiState>,
+    after: u64,
+    run: Option<String>,
+    slot: super::feed::StreamSlot,
+) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     use std::collections::VecDeque;
+    use tokio::sync::broadcast::error::RecvError;
     struct S {
         st: Arc<ApiState>,
+        /// The last event sent (of the run, if filtered).
         after: u64,
+        /// Every event up to this one has been looked at (sent, or not of the run).
+        seen: u64,
         run: Option<String>,
-        changes: tokio::sync::watch::Receiver<u64>,
+        live: tokio::sync::broadcast::Receiver<Arc<crate::store::EventRow>>,
+        /// Reading the store (catching up), or following the fan-out.
+        catching_up: bool,
         closing: tokio::sync::watch::Receiver<bool>,
-        ready: VecDeque<crate::store::EventRow>,
+        ready: VecDeque<Event>,
+        _slot: super::feed::StreamSlot,
     }
-    let changes = st.events();
+    fn event(row: &crate::store::EventRow) -> Event {
+        Event::default()
+            .id(row.seq.to_string())
+            .event(row.event.kind.clone())
+            .data(row.event.data.clone())
+    }
+    // Subscribed before the first read of the store: nothing committed after that read is
+    // missed.
+    let live = st.feed.subscribe();
+    st.start_feed();
     let closing = st.closing();
     let s = S {
         st,
         after,
+        seen: after,
         run,
-        changes,
+        live,
+        catching_up: true,
         closing,
         ready: VecDeque::new(),
+        _slot: slot,
     };
     let events = futures_util::stream::unfold(s, |mut s| async move {
         loop {
             if *s.closing.borrow() {
                 return None; // the daemon is stopping
             }
-            if let Some(row) = s.ready.pop_front() {
-                s.after = row.seq;
-                let ev = Event::default()
-                    .id(row.seq.to_string())
-                    .event(row.event.kind.clone())
-                    .data(row.event.data.clone());
+            if let Some(ev) = s.ready.pop_front() {
                 return Some((Ok::<_, std::convert::Infallible>(ev), s));
             }
-            // Mark the current value seen before reading, so a commit in between wakes us.
-            s.changes.borrow_and_update();
-            let (after, run) = (s.after, s.run.clone());
-            let rows =
-                s.st.engine(move |w| {
-                    let rows = w
-                        .engine()
-                        .stored()
-                        .events_after(after, run.as_deref(), SSE_BATCH);
-                    rows.map_err(store_problem)
-                })
-                .await;
-            match rows {
-                Ok(rows) if !rows.is_empty() => s.ready.extend(rows),
-                Ok(_) => {
-                    tokio::select! {
-                        changed = s.changes.changed() => {
-                            if changed.is_err() {
-                                return None; // the engine has stopped
-                            }
-                        }
-                        _ = s.closing.changed() => return None,
-                    }
+            if s.catching_up {
+                let floor = s.st.feed.floor().await?;
+                let (after, run) = (s.after, s.run.clone());
+                let read =
+                    s.st.readers
+                        .read(move |r| {
+                            // The newest event before the read: every one up to it is visible
+                            // to the read that follows.
+                            let newest = r.last_event_seq()?;
+                            let rows = r.events_after(after, run.as_deref(), SSE_BATCH)?;
+                            Ok((newest, rows))
+                        })
+                        .await;
+                let Ok((newest, rows)) = read else {
+                    return None; // the client reconnects with Last-Event-ID
+                };
+                let full = rows.len() == SSE_BATCH as usize;
+                for row in &rows {
+                    s.after = row.seq;
+                    s.ready.push_back(event(row));
                 }
-                Err(_) => return None,
+                s.seen = s.seen.max(s.after);
+                if !full {
+                    s.seen = s.seen.max(newest);
+                    s.catching_up = s.seen < floor;
+                }
+                continue;
+            }
+            tokio::select! {
+                got = s.live.recv() => match got {
+                    Ok(row) => {
+                        if row.seq <= s.seen {
+                            continue;
+                        }
+                        s.seen = row.seq;
+                        if s.run.as_deref().is_none_or(|r| r == row.event.run) {
+                            s.after = row.seq;
+                            s.ready.push_back(event(&row));
+                        }
+                    }
+                    // Behind the fan-out's buffer: read the store again from the last sent.
+                    Err(RecvError::Lagged(_)) => {
+                        s.seen = s.after;
+                        s.catching_up = true;
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+                _ = s.closing.changed() => return None,
             }
         }
     });
@@ -133,21 +175,18 @@ pub(super) async fn list(
     headers: HeaderMap,
     super::Q(q): super::Q<After>,
 ) -> Result<Response, Problem> {
-    st.caller(&fleet, &headers, Need::Read)?;
+    let caller = st.caller(&fleet, &headers, Need::Read)?;
     if wants_stream(&headers) {
         let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
-        return Ok(stream(st.clone(), after, q.run.clone()));
+        let slot = st.streams.take(&caller.name)?;
+        return Ok(stream(st.clone(), after, q.run.clone(), slot));
     }
     let after = q.after.unwrap_or(0);
     let top = q.top.unwrap_or(100).clamp(1, 1000);
     let run = q.run.clone();
     let rows = st
-        .engine(move |w| {
-            w.engine()
-                .stored()
-                .events_after(after, run.as_deref(), top + 1)
-                .map_err(store_problem)
-        })
+        .readers
+        .read(move |r| r.events_after(after, run.as_deref(), top + 1))
         .await?;
     let more = rows.len() > top as usize;
     let value: Vec<Value> = rows
@@ -182,12 +221,8 @@ pub(super) async fn audit(
     let after = q.after.unwrap_or(0);
     let top = q.top.unwrap_or(100).clamp(1, 1000);
     let rows = st
-        .engine(move |w| {
-            w.engine()
-                .stored()
-                .audit_after(after, top + 1)
-                .map_err(store_problem)
-        })
+        .readers
+        .read(move |r| r.audit_after(after, top + 1))
         .await?;
     let more = rows.len() > top as usize;
     let value: Vec<Value> = rows

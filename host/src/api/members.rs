@@ -202,6 +202,14 @@ async fn write(
         },
     };
     let mut binding = bind(base, r.properties);
+    let most = waverun_core::validate::MAX_LABELS_PER_MEMBER;
+    if binding.labels.len() > most {
+        // Refused here, before the engine thread sees it.
+        return Err(Problem::invalid(
+            "properties.labels",
+            format!("has {} labels; at most {most}", binding.labels.len()),
+        ));
+    }
     if binding.provider.is_empty() {
         binding.provider = "simulated".to_string();
     }

@@ -8,6 +8,7 @@
 mod auth;
 mod envelope;
 mod events;
+mod feed;
 mod fleet;
 mod gates;
 mod members;
@@ -37,6 +38,26 @@ pub const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs
 /// Request bodies larger than this are refused (413).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// The internal header that carries a request's key from [`around_request`] to its handler;
+/// one sent by a client is removed first.
+const REQUEST_KEY: &str = "x-waverun-request-key";
+
+/// A request's id (the client's `x-request-id`, or the daemon's own) and its key (always the
+/// daemon's own, unique to the request): the audit log records the id as a field and tells by
+/// the key whether a request has its entry.
+#[derive(Clone, Debug)]
+pub(super) struct RequestId {
+    /// What the client sees and the audit log shows.
+    pub(super) id: String,
+    /// Unique to this request.
+    pub(super) key: String,
+}
+
+/// The daemon's public URL (`publicUrl`: `https://host[:port]`, no trailing slash), for the
+/// absolute links it hands out; set on every request by [`around_request`] when configured.
+#[derive(Clone, Debug)]
+pub struct PublicUrl(pub Arc<str>);
+
 /// What every handler shares.
 pub struct ApiState {
     daemon: Arc<Daemon>,
@@ -53,13 +74,40 @@ pub struct ApiState {
     simulations: tokio::sync::Semaphore,
     /// Runs' resources as last computed, each with the engine version it is true at.
     runs: std::sync::Mutex<std::collections::HashMap<String, runs::CachedRun>>,
+    /// Where clients reach the daemon, for absolute links (none: links are relative).
+    public_url: Option<PublicUrl>,
+    /// Read connections of the store: the event and audit logs are read without the engine.
+    readers: Arc<feed::Readers>,
+    /// New events, read once per commit for every live stream.
+    feed: Arc<feed::Feed>,
+    /// Live streams, bounded per token and in all.
+    streams: Arc<feed::StreamLimits>,
 }
+
+/// Live event streams one token may hold open, by default.
+pub const STREAMS_PER_TOKEN: usize = 100;
+/// Live event streams in all, by default.
+pub const STREAMS: usize = 2_000;
 
 impl ApiState {
     /// The API of the fleet `fleet`, run by `daemon`, for the callers `auth` knows.
     pub fn new(daemon: Arc<Daemon>, fleet: &str, auth: Auth) -> ApiState {
         let boot = crate::runtime::host::SystemClock.now_ms() as u64;
+        // The store's read connections are opened through the engine thread, which owns the
+        // store; used without it from then on.
+        let readers = daemon
+            .call(|w| {
+                (0..feed::READERS)
+                    .map(|_| w.engine().stored().reader())
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
         ApiState {
+            readers: Arc::new(feed::Readers::new(readers)),
+            feed: Default::default(),
+            streams: Arc::new(feed::StreamLimits::new(STREAMS_PER_TOKEN, STREAMS)),
             daemon,
             fleet: fleet.to_string(),
             auth,
@@ -69,13 +117,32 @@ impl ApiState {
             sandbox: None,
             simulations: tokio::sync::Semaphore::new(MAX_SIMULATIONS),
             runs: Default::default(),
+            public_url: None,
         }
+    }
+
+    /// Links the API hands out are absolute, under `url` (`https://host[:port]`).
+    pub fn with_public_url(mut self, url: Option<&str>) -> ApiState {
+        self.public_url = url.map(|u| PublicUrl(Arc::from(u.trim_end_matches('/'))));
+        self
     }
 
     /// Simulations (`POST /simulate`) run on fresh instances of `module`.
     pub fn with_sandbox(mut self, module: crate::runtime::PluginModule) -> ApiState {
         self.sandbox = Some(module);
         self
+    }
+
+    /// At most `per_token` live event streams per token and `total` in all.
+    pub fn with_stream_limits(mut self, per_token: usize, total: usize) -> ApiState {
+        self.streams = Arc::new(feed::StreamLimits::new(per_token, total));
+        self
+    }
+
+    /// Starts the fan-out of new events (once), on the current runtime.
+    fn start_feed(&self) {
+        self.feed
+            .start(self.readers.clone(), self.daemon.events(), self.closing());
     }
 
     /// The daemon is stopping: ends the open event streams.
@@ -115,22 +182,29 @@ impl ApiState {
         self.auth.check(headers, need)
     }
 
-    /// The request's id: the client's `x-request-id` when it sent a short one, else a new one.
-    fn request_id(&self, headers: &HeaderMap) -> String {
-        headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty() && v.len() <= 128)
-            .map(str::to_string)
-            .unwrap_or_else(|| {
-                let n = self.requests.fetch_add(1, Ordering::Relaxed);
-                format!("{:x}-{n}", self.boot)
-            })
+    /// A new key, unique to one request of this daemon (also across restarts: the boot time
+    /// leads it).
+    fn new_request_key(&self) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}-{n}", self.boot)
     }
 
-    /// The last committed event's sequence number, as it changes.
-    fn events(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.daemon.events()
+    /// The request's id and key, as [`around_request`] set them in its headers.
+    fn request_id(&self, headers: &HeaderMap) -> RequestId {
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let key = get(REQUEST_KEY).unwrap_or_else(|| self.new_request_key());
+        RequestId {
+            id: get("x-request-id")
+                .filter(|v| v.len() <= 128)
+                .unwrap_or_else(|| key.clone()),
+            key,
+        }
     }
 
     /// Runs `f` on the engine thread, unless the request's deadline ([`REQUEST_DEADLINE`])
@@ -359,9 +433,19 @@ async fn around_request(
 ) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let request_id = st.request_id(req.headers());
+    // The key is always the daemon's: a client's would let it pass off a refused request as
+    // audited already.
+    req.headers_mut().remove(REQUEST_KEY);
+    let ids = st.request_id(req.headers());
+    let request_id = ids.id.clone();
     if let Ok(v) = axum::http::HeaderValue::from_str(&request_id) {
         req.headers_mut().insert("x-request-id", v);
+    }
+    if let Ok(v) = axum::http::HeaderValue::from_str(&ids.key) {
+        req.headers_mut().insert(REQUEST_KEY, v);
+    }
+    if let Some(u) = &st.public_url {
+        req.extensions_mut().insert(u.clone());
     }
     let mutation = !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
     let who = st
@@ -371,13 +455,28 @@ async fn around_request(
         .unwrap_or_else(|_| "unauthenticated".to_string());
     let began = std::time::Instant::now();
     let read = if mutation {
-        let (parts, body) = req.into_parts();
-        match read_body(body).await {
-            Ok(bytes) => Ok(axum::extract::Request::from_parts(
-                parts,
-                axum::body::Body::from(bytes),
-            )),
+        // The token and its role are checked before a byte of the body is read: a caller
+        // that may not make this request cannot make the daemon buffer its body.
+        match st.auth.check(req.headers(), need_of(&method, &path)) {
             Err(p) => Err(p),
+            Ok(_) => {
+                let (parts, body) = req.into_parts();
+                match tokio::time::timeout(BODY_READ_TIMEOUT, read_body(body)).await {
+                    Ok(Ok(bytes)) => Ok(axum::extract::Request::from_parts(
+                        parts,
+                        axum::body::Body::from(bytes),
+                    )),
+                    Ok(Err(p)) => Err(p),
+                    Err(_) => Err(Problem::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "RequestTimeout",
+                        format!(
+                            "the body was not received within {} s",
+                            BODY_READ_TIMEOUT.as_secs()
+                        ),
+                    )),
+                }
+            }
         }
     } else {
         Ok(req)
@@ -407,6 +506,7 @@ async fn around_request(
             action: format!("{method} {}", path.trim_start_matches("/api/v1")),
             target: path.trim_start_matches("/api/v1").to_string(),
             request_id: request_id.clone(),
+            key: ids.key.clone(),
             outcome: problem.map(|p| p.code.clone()).unwrap_or_else(|| {
                 status
                     .canonical_reason()
@@ -426,6 +526,26 @@ async fn around_request(
     response
 }
 
+/// How long a request's body may take to arrive, once its headers have.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a mutation needs of its caller, from its method and path alone (before its body is
+/// read). Each handler checks again; this table must never ask more than the handler does
+/// (`api_needs_match_the_handlers` checks every mutating route).
+fn need_of(method: &axum::http::Method, path: &str) -> Need {
+    let Some(rest) = path.strip_prefix("/api/v1/fleets/") else {
+        return Need::Read;
+    };
+    let resource = rest.split('/').nth(1).unwrap_or("");
+    match (method.as_str(), resource) {
+        (_, "freezes" | "autoUpgradeProfiles") => Need::Administer,
+        (_, "gates") => Need::Approve,
+        ("POST", "simulate") => Need::Read,
+        (_, "members" | "updateStrategies" | "updateRuns") => Need::Operate,
+        _ => Need::Read,
+    }
+}
+
 /// How long a failed mutation's answer waits for its audit entry to be written (the engine may
 /// be what failed: past this, the entry is written when the engine gets to it).
 const AUDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -441,11 +561,7 @@ impl ApiState {
         let logged = entry.clone();
         let write = tokio::task::spawn_blocking(move || {
             daemon.call(move |w| {
-                if w.engine()
-                    .stored()
-                    .audited(&entry.request_id)
-                    .unwrap_or(false)
-                {
+                if w.engine().stored().audited(&entry.key).unwrap_or(false) {
                     return Ok(());
                 }
                 w.engine().record(crate::daemon::Extras {
@@ -490,6 +606,17 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Problem>
             )
         })?;
         if buf.len() + chunk.len() > MAX_BODY_BYTES {
+            // The rest is read and dropped (as much again at most, within the body deadline),
+            // so that the client, still writing, reads the 413 rather than a reset connection.
+            // Only a caller whose token and role were checked gets this far.
+            let mut dropped = buf.len() + chunk.len();
+            drop(buf);
+            while dropped <= 2 * MAX_BODY_BYTES {
+                match stream.next().await {
+                    Some(Ok(c)) => dropped += c.len(),
+                    _ => break,
+                }
+            }
             return Err(Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "PayloadTooLarge",

@@ -115,15 +115,23 @@ pub struct Client {
     token: Option<String>,
     fleet: String,
     agent: ureq::Agent,
+    tls: ureq::tls::TlsConfig,
 }
 
 impl Client {
-    /// A client of `fleet` on `server` (a base URL, `http://HOST:PORT`).
-    pub fn new(server: &str, token: Option<String>, fleet: &str) -> Client {
+    /// A client of `fleet` on `server` (a base URL, `http://HOST:PORT` or `https://...`);
+    /// `tls` says which certificate authorities it trusts ([`tls_config`]).
+    pub fn new(
+        server: &str,
+        token: Option<String>,
+        fleet: &str,
+        tls: ureq::tls::TlsConfig,
+    ) -> Client {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(5)))
             .timeout_global(Some(Duration::from_secs(120)))
+            .tls_config(tls.clone())
             .build()
             .into();
         Client {
@@ -131,7 +139,13 @@ impl Client {
             token,
             fleet: fleet.to_string(),
             agent,
+            tls,
         }
+    }
+
+    /// Its TLS settings (for the event stream's own agent).
+    pub fn tls(&self) -> ureq::tls::TlsConfig {
+        self.tls.clone()
     }
 
     /// The server's base URL.
@@ -262,5 +276,126 @@ pub fn problem(status: u16, body: &Value) -> CliError {
         detail: text("detail")
             .or_else(|| text("title"))
             .unwrap_or_else(|| format!("HTTP {status}")),
+    }
+}
+
+/// The system's bundle of certificate authorities: `$SSL_CERT_FILE`, else the first of the
+/// usual places that exists.
+fn system_bundle() -> Option<std::path::PathBuf> {
+    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        return Some(f.into());
+    }
+    [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/ca-bundle.pem",
+        "/etc/ssl/cert.pem",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.is_file())
+}
+
+/// The TLS settings of a client of `server`: for `https`, the certificate authorities of
+/// `ca_file` (`--ca-file`: a PEM bundle), else the system's bundle. Plain `http` needs none.
+pub fn tls_config(
+    server: &str,
+    ca_file: Option<&std::path::Path>,
+) -> Result<ureq::tls::TlsConfig, CliError> {
+    use ureq::tls::{PemItem, RootCerts, TlsConfig};
+    if !server.to_ascii_lowercase().starts_with("https://") {
+        return Ok(TlsConfig::default());
+    }
+    let (file, flag) = match ca_file {
+        Some(f) => (f.to_path_buf(), "--ca-file"),
+        None => (
+            system_bundle().ok_or_else(|| {
+                CliError::Usage(format!(
+                    "{server} is https, and this system has no bundle of certificate \
+                     authorities: name one with --ca-file (or $WAVERUN_CA_FILE, $SSL_CERT_FILE)"
+                ))
+            })?,
+            "the system's bundle",
+        ),
+    };
+    let pem = std::fs::read(&file)
+        .map_err(|e| CliError::Usage(format!("{flag}: {}: {e}", file.display())))?;
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{flag}: {}: no certificate (a PEM `CERTIFICATE` block) in it",
+            file.display()
+        )));
+    }
+    Ok(TlsConfig::builder()
+        .root_certs(RootCerts::new_with_certs(&certs))
+        .build())
+}
+
+/// The URL of a list's `nextLink` as sent by `server`: a relative link is under `server`; an
+/// absolute one must be on the same origin (scheme, host, port), since the token goes with it.
+pub fn next_url(server: &str, next: &str) -> Result<String, CliError> {
+    if next.starts_with('/') && !next.starts_with("//") {
+        return Ok(format!("{}{next}", server.trim_end_matches('/')));
+    }
+    let origin = |u: &str| -> Option<(String, String, u16)> {
+        let uri: ureq::http::Uri = u.parse().ok()?;
+        let scheme = uri.scheme_str()?.to_ascii_lowercase();
+        let authority = uri.authority()?;
+        if authority.as_str().contains('@') {
+            return None;
+        }
+        let port = authority.port_u16().unwrap_or(match scheme.as_str() {
+            "https" => 443,
+            _ => 80,
+        });
+        Some((scheme, authority.host().to_ascii_lowercase(), port))
+    };
+    match (origin(server), origin(next)) {
+        (Some(a), Some(b)) if a == b => Ok(next.to_string()),
+        _ => Err(CliError::Other(format!(
+            "the server's next page is at {next:?}, not on {server}: not following it (the \
+             token is only sent to --server)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_url;
+
+    #[test]
+    fn a_relative_next_link_is_under_the_server() {
+        assert_eq!(
+            next_url("http://127.0.0.1:7700", "/api/v1/fleets/f/members?$top=1").unwrap(),
+            "http://127.0.0.1:7700/api/v1/fleets/f/members?$top=1"
+        );
+    }
+
+    #[test]
+    fn an_absolute_next_link_is_followed_only_on_the_same_origin() {
+        let server = "https://waverun.example.com";
+        for same in [
+            "https://waverun.example.com/api/v1/fleets/f/members?$top=1",
+            "https://WAVERUN.example.com:443/api/v1/fleets/f/members",
+        ] {
+            assert_eq!(next_url(server, same).unwrap(), same);
+        }
+        for other in [
+            "http://waverun.example.com/api/v1/fleets/f/members",
+            "https://evil.example/api/v1/fleets/f/members",
+            "https://waverun.example.com:8443/api/v1/fleets/f/members",
+            "https://waverun.example.com@evil.example/api",
+            "//evil.example/api/v1/fleets/f/members",
+            "javascript:alert(1)",
+        ] {
+            let e = next_url(server, other).unwrap_err().to_string();
+            assert!(e.contains("not following it"), "{other}: {e}");
+        }
     }
 }

@@ -40,6 +40,10 @@ pub struct Conn {
         value_name = "GROUP"
     )]
     pub resource_group: Option<String>,
+    /// Certificate authorities to trust for an https `--server` (a PEM file; default: the
+    /// system's bundle).
+    #[arg(long, env = "WAVERUN_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// What a command works with.
@@ -56,19 +60,23 @@ impl Conn {
     /// The client: the fleet named, else the one the daemon says it serves.
     pub fn connect(&self) -> Result<Ctx, CliError> {
         let token = self.token.clone().filter(|t| !t.is_empty());
+        let tls = super::client::tls_config(&self.server, self.ca_file.as_deref())?;
         let fleet = match &self.fleet {
             Some(f) => f.clone(),
-            None => served_fleet(&self.server, token.clone())?,
+            None => served_fleet(&self.server, token.clone(), tls.clone())?,
         };
         let mut flags = String::new();
         if self.server.trim_end_matches('/') != DEFAULT_SERVER {
             flags.push_str(&format!(" --server {}", self.server));
         }
+        if let Some(ca) = &self.ca_file {
+            flags.push_str(&format!(" --ca-file {}", ca.display()));
+        }
         if self.fleet.is_some() {
             flags.push_str(&format!(" -f {fleet}"));
         }
         Ok(Ctx {
-            client: Client::new(&self.server, token, &fleet),
+            client: Client::new(&self.server, token, &fleet, tls),
             output: Output::or_default(self.output),
             flags,
         })
@@ -76,8 +84,12 @@ impl Conn {
 }
 
 /// The fleet a daemon serves (`GET /api/v1/fleets`).
-fn served_fleet(server: &str, token: Option<String>) -> Result<String, CliError> {
-    let probe = Client::new(server, token, "");
+fn served_fleet(
+    server: &str,
+    token: Option<String>,
+    tls: ureq::tls::TlsConfig,
+) -> Result<String, CliError> {
+    let probe = Client::new(server, token, "", tls);
     let url = format!("{}/api/v1/fleets", probe.server());
     let reply = probe.get_url(&url)?;
     let names: Vec<&str> = reply.body["value"]

@@ -19,6 +19,34 @@ fn init_logs(format: LogFormat) {
     };
 }
 
+/// The demo's logs: everything (`$WAVERUN_LOG`, default `info`: one line per request) to
+/// `file`, and only warnings and errors to the terminal, so that the banner a newcomer reads is
+/// not buried under request lines.
+fn init_demo_logs(file: &std::path::Path) -> Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WAVERUN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .map_err(|e| anyhow::anyhow!("the demo's log {}: {e}", file.display()))?;
+    let to_file = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(log))
+        .with_filter(filter);
+    let to_terminal = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(tracing_subscriber::filter::LevelFilter::WARN);
+    let _ = tracing_subscriber::registry()
+        .with(to_file)
+        .with(to_terminal)
+        .try_init();
+    Ok(())
+}
+
 pub(super) fn serve(
     config: Option<PathBuf>,
     overrides: crate::serve::Overrides,
@@ -37,9 +65,9 @@ pub(super) fn serve(
     let server = Server::start(&config, &source).map_err(anyhow::Error::msg)?;
     writeln!(
         out,
-        "waverun: serving fleet {:?} on http://{} (data dir {}, engine sha256:{})",
+        "waverun: serving fleet {:?} on {} (data dir {}, engine sha256:{})",
         server.fleet(),
-        server.addr(),
+        server.url(),
         server.data_dir().display(),
         &server.module_hash()[..12.min(server.module_hash().len())]
     )?;
@@ -51,9 +79,9 @@ pub(super) fn serve(
     }
     writeln!(
         out,
-        "waverun: the portal is at http://{}/ (sign in with a token; http://{}/#token=TOKEN signs in directly)",
-        server.addr(),
-        server.addr()
+        "waverun: the portal is at {}/ (sign in with a token; {}/#token=TOKEN signs in directly)",
+        server.url(),
+        server.url()
     )?;
     out.flush()?;
     stop.wait()?;
@@ -65,6 +93,9 @@ pub(super) fn serve(
     writeln!(out, "waverun: stopped")?;
     Ok(())
 }
+
+/// The demo's log file, in its data directory.
+const DEMO_LOG: &str = "waverun.log";
 
 /// A token for the demo: `$WAVERUN_TOKEN`, else 128 random bits in hex.
 fn demo_token() -> String {
@@ -98,7 +129,6 @@ pub(super) fn demo(
 ) -> Result<()> {
     use crate::api::{token_hash, Role};
     use crate::serve::{demo, ModuleSource, ServeConfig, Server, TokenConfig, DB_FILE};
-    init_logs(LogFormat::Text);
     if let Some(n) = time_scale.filter(|n| !(n.is_finite() && *n > 0.0)) {
         bail!("--time-scale: {n} must be a positive number");
     }
@@ -113,9 +143,15 @@ pub(super) fn demo(
                 data_dir.display()
             );
         }
+        // Not from under a demo that is running there.
+        let lock = crate::serve::DataDirLock::acquire(&data_dir, "waverun demo --fresh")
+            .map_err(anyhow::Error::msg)?;
         std::fs::remove_dir_all(&data_dir)?;
+        drop(lock);
     }
     std::fs::create_dir_all(&data_dir)?;
+    let log_path = data_dir.join(DEMO_LOG);
+    init_demo_logs(&log_path)?;
     let fleet_path = data_dir.join("demo-fleet.json");
     if !fleet_path.exists() {
         let now = crate::runtime::host::Clock::now_ms(&crate::runtime::SystemClock);
@@ -156,6 +192,11 @@ pub(super) fn demo(
         server.addr()
     )?;
     writeln!(out, "  data dir   {}", data_dir.display())?;
+    writeln!(
+        out,
+        "  log        {} (one line per request; warnings also here)",
+        log_path.display()
+    )?;
     writeln!(
         out,
         "  run        {} ({}): Kubernetes {} → {}, fleet time at {}× real time",

@@ -14,6 +14,7 @@ pub mod output;
 pub mod profiles;
 pub mod resources;
 pub mod runs;
+mod store;
 mod stream;
 pub mod tree;
 
@@ -149,7 +150,14 @@ enum Cmd {
         /// Log format.
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
+        /// Serve plain HTTP on a non-loopback address (without it, such an address needs
+        /// `tls:`). For a TLS-terminating proxy on the same host; tokens cross in clear.
+        #[arg(long)]
+        insecure_http: bool,
     },
+    /// The data directory's database: check it, back it up, restore a backup.
+    #[command(subcommand)]
+    Store(store::StoreCmd),
     /// A live rollout to watch and approve: the daemon with a simulated fleet of 40 clusters in
     /// 4 regions, a 3-stage strategy with an approval gate before production, and a run that
     /// takes a few minutes. Run it again to continue; --fresh starts over.
@@ -217,6 +225,7 @@ fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Updaterun(c) => runs::run(c, out)?,
         Cmd::Gate(c) => resources::gate(c, out)?,
         Cmd::Autoupgradeprofile(c) => profiles::profile(c, out)?,
+        Cmd::Store(c) => store::store(c, out)?,
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "waverun", out);
         }
@@ -235,6 +244,7 @@ fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
             fleet_name,
             plugin,
             log_format,
+            insecure_http,
         } => {
             let overrides = crate::serve::Overrides {
                 listen,
@@ -242,6 +252,7 @@ fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
                 fleet: fleet_name,
                 time_scale,
                 fleet_file,
+                insecure_http,
             };
             daemon::serve(config, overrides, plugin, log_format, out)?;
         }

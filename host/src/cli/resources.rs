@@ -329,11 +329,7 @@ pub fn list_all(ctx: &Ctx, path: &str) -> Result<Vec<Value>, CliError> {
         let Some(next) = page["nextLink"].as_str().filter(|n| !n.is_empty()) else {
             return Ok(items);
         };
-        let url = if next.starts_with("http") {
-            next.to_string()
-        } else {
-            format!("{}{next}", ctx.client.server())
-        };
+        let url = super::client::next_url(ctx.client.server(), next)?;
         page = ctx.client.get_url(&url)?.body;
     }
 }

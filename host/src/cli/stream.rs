@@ -31,12 +31,14 @@ impl Follow {
         let (tx, notes) = channel();
         let url = format!("{}?run={run}", client.url("/events"));
         let token = client.token().map(str::to_string);
+        let tls = client.tls();
         std::thread::Builder::new()
             .name("waverun-events".to_string())
             .spawn(move || {
                 let agent: ureq::Agent = ureq::Agent::config_builder()
                     .http_status_as_error(false)
                     .timeout_connect(Some(Duration::from_secs(5)))
+                    .tls_config(tls)
                     .build()
                     .into();
                 let mut last = after;

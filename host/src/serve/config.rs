@@ -7,6 +7,8 @@
 //! working directory; paths from the environment and flags are relative to the working
 //! directory, as a shell user expects.
 
+use super::listener::Limits;
+use super::tls::TlsFiles;
 use crate::api::Role;
 use crate::daemon::MemberBinding;
 use crate::providers::{ExecTimeouts, SecretSource};
@@ -47,6 +49,122 @@ pub struct ConfigFile {
     /// How often every member is described again, in seconds (default 300).
     #[serde(default)]
     pub observe_interval_seconds: Option<u64>,
+    /// Where clients reach the daemon (`https://waverun.example.com`): the origin of the
+    /// absolute links it hands out (`nextLink`). Without it, links are relative.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// Serve HTTPS with this certificate and key.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Connection and stream limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+/// `tls:` — PEM files, read at start and again when they change or on SIGHUP.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The certificate chain, leaf first.
+    pub cert_file: PathBuf,
+    /// The private key.
+    pub key_file: PathBuf,
+}
+
+/// `limits:` — every key optional.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Connections open at once (default 1024).
+    pub connections: Option<usize>,
+    /// Connections open at once from one address (default 256).
+    pub connections_per_peer: Option<usize>,
+    /// Seconds for a request's headers, and for an idle connection to send its next request
+    /// (default 10).
+    pub header_read_seconds: Option<f64>,
+    /// Seconds for a TLS handshake (default 10).
+    pub tls_handshake_seconds: Option<f64>,
+    /// Seconds a shutdown waits for requests in flight (default 10).
+    pub shutdown_grace_seconds: Option<f64>,
+    /// Live event streams one token may hold (default 100).
+    pub streams_per_token: Option<usize>,
+    /// Live event streams in all (default 2000).
+    pub streams: Option<usize>,
+}
+
+impl LimitsConfig {
+    fn resolve(&self) -> Result<(Limits, usize, usize), String> {
+        let d = Limits::default();
+        let count = |v: Option<usize>, name: &str, default: usize| match v {
+            None => Ok(default),
+            Some(0) => Err(format!("limits.{name}: must be at least 1")),
+            Some(n) => Ok(n),
+        };
+        let secs = |v: Option<f64>, name: &str, default: Duration| match v {
+            None => Ok(default),
+            Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(Duration::from_secs_f64(s)),
+            Some(s) => Err(format!(
+                "limits.{name}: {s} must be a number of seconds in (0, 3600]"
+            )),
+        };
+        let limits = Limits {
+            connections: count(self.connections, "connections", d.connections)?,
+            connections_per_peer: count(
+                self.connections_per_peer,
+                "connectionsPerPeer",
+                d.connections_per_peer,
+            )?,
+            header_read: secs(self.header_read_seconds, "headerReadSeconds", d.header_read)?,
+            handshake: secs(
+                self.tls_handshake_seconds,
+                "tlsHandshakeSeconds",
+                d.handshake,
+            )?,
+            shutdown_grace: secs(
+                self.shutdown_grace_seconds,
+                "shutdownGraceSeconds",
+                d.shutdown_grace,
+            )?,
+        };
+        let per_token = count(
+            self.streams_per_token,
+            "streamsPerToken",
+            crate::api::STREAMS_PER_TOKEN,
+        )?;
+        let streams = count(self.streams, "streams", crate::api::STREAMS)?;
+        Ok((limits, per_token, streams))
+    }
+}
+
+/// Tokens a daemon on the network refuses (their hashes are compared): the examples of this
+/// project's documentation and the commonest passwords.
+const WEAK_TOKENS: &[&str] = &[
+    "test",
+    "test2",
+    "token",
+    "secret",
+    "password",
+    "changeme",
+    "change-me",
+    "admin",
+    "demo",
+    "waverun",
+    "default",
+    "letmein",
+    "example",
+    "123456",
+    "12345678",
+    "qwerty",
+    "TOKEN",
+];
+
+/// The weak token whose hash `sha256` is, if it is one of [`WEAK_TOKENS`] (a token's strength
+/// cannot be told from its hash otherwise).
+fn weak_token(sha256: &str) -> Option<&'static str> {
+    WEAK_TOKENS
+        .iter()
+        .find(|t| crate::api::token_hash(t).eq_ignore_ascii_case(sha256))
+        .copied()
 }
 
 impl ConfigFile {
@@ -62,6 +180,10 @@ impl ConfigFile {
         }
         if let Some(p) = &mut self.fleet_file {
             anchor(p);
+        }
+        if let Some(t) = &mut self.tls {
+            anchor(&mut t.cert_file);
+            anchor(&mut t.key_file);
         }
         for p in self.providers.values_mut() {
             // `adapter` is looked up on PATH; `./adapter` and `bin/adapter` are files.
@@ -195,6 +317,16 @@ pub struct ServeConfig {
     pub members: Vec<MemberBinding>,
     /// How often members are described again.
     pub observe_interval: Duration,
+    /// Where clients reach the daemon, without a trailing slash.
+    pub public_url: Option<String>,
+    /// HTTPS with these files.
+    pub tls: Option<TlsFiles>,
+    /// Connection limits and deadlines.
+    pub limits: Limits,
+    /// Live event streams per token, and in all.
+    pub stream_limits: (usize, usize),
+    /// A non-loopback address without TLS was asked for explicitly (`--insecure-http`).
+    pub insecure_http: bool,
 }
 
 /// What the command line gave (each overrides the file and the environment).
@@ -210,6 +342,8 @@ pub struct Overrides {
     pub time_scale: Option<f64>,
     /// `--fleet`.
     pub fleet_file: Option<PathBuf>,
+    /// `--insecure-http`.
+    pub insecure_http: bool,
 }
 
 impl ServeConfig {
@@ -226,6 +360,11 @@ impl ServeConfig {
             providers: BTreeMap::new(),
             members: Vec::new(),
             observe_interval: Duration::from_secs(300),
+            public_url: None,
+            tls: None,
+            limits: Limits::default(),
+            stream_limits: (crate::api::STREAMS_PER_TOKEN, crate::api::STREAMS),
+            insecure_http: false,
         }
     }
 
@@ -292,6 +431,29 @@ impl ServeConfig {
                  add tokens, or listen on 127.0.0.1"
             ));
         }
+        let tls = base.tls.as_ref().map(|t| TlsFiles {
+            cert: t.cert_file.clone(),
+            key: t.key_file.clone(),
+        });
+        if !listen.ip().is_loopback() {
+            if tls.is_none() && !flags.insecure_http {
+                return Err(format!(
+                    "listen: {listen} is not a loopback address and no tls is configured: bearer \
+                     tokens would cross the network in clear. Configure tls (certFile, keyFile), \
+                     or pass --insecure-http (behind a TLS-terminating proxy on this host)"
+                ));
+            }
+            for (i, t) in base.tokens.iter().enumerate() {
+                if let Some(weak) = weak_token(&t.sha256) {
+                    return Err(format!(
+                        "tokens[{i}].sha256: is the hash of {weak:?}, an example or common \
+                         password; a daemon on {listen} refuses it. Make a token with \
+                         `openssl rand -hex 32`"
+                    ));
+                }
+            }
+        }
+        let (limits, per_token, streams) = base.limits.resolve()?;
         let mut providers = BTreeMap::new();
         for (name, p) in &base.providers {
             let path = format!("providers.{name}");
@@ -341,6 +503,10 @@ impl ServeConfig {
             Some(0) => return Err("observeIntervalSeconds: must be at least 1".to_string()),
             Some(s) => Duration::from_secs(s),
         };
+        let public_url = match env("WAVERUN_PUBLIC_URL").or(base.public_url) {
+            Some(u) => Some(check_public_url(&u)?),
+            None => None,
+        };
         Ok(ServeConfig {
             listen,
             data_dir,
@@ -352,6 +518,39 @@ impl ServeConfig {
             providers,
             members: base.members,
             observe_interval,
+            public_url,
+            tls,
+            limits,
+            stream_limits: (per_token, streams),
+            insecure_http: flags.insecure_http,
         })
     }
+}
+
+/// `publicUrl`: `http` or `https`, a host, an optional port, nothing else (no path, query,
+/// fragment or user info). Returned without a trailing slash.
+fn check_public_url(url: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "publicUrl: {url:?} {why} (for example https://waverun.example.com or http://10.0.0.5:7700)"
+        ))
+    };
+    let trimmed = url.trim_end_matches('/');
+    let Ok(uri) = trimmed.parse::<axum::http::Uri>() else {
+        return bad("is not a URL");
+    };
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return bad("must start with http:// or https://"),
+    }
+    let Some(authority) = uri.authority() else {
+        return bad("has no host");
+    };
+    if authority.as_str().contains('@') || authority.host().is_empty() {
+        return bad("must name a host without user information");
+    }
+    if uri.query().is_some() || !matches!(uri.path(), "" | "/") || trimmed.contains('#') {
+        return bad("must be scheme://host[:port] only, without a path, query or fragment");
+    }
+    Ok(trimmed.to_string())
 }

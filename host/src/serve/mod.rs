@@ -5,11 +5,17 @@
 mod config;
 pub mod demo;
 mod fleet_file;
+mod listener;
+mod lock;
 mod observer;
+mod tls;
 
-pub use config::{ConfigFile, Overrides, ServeConfig, TokenConfig};
+pub use config::{ConfigFile, LimitsConfig, Overrides, ServeConfig, TlsConfig, TokenConfig};
 pub use fleet_file::FleetFile;
+pub use listener::Limits;
+pub use lock::{DataDirLock, LOCK_FILE};
 use observer::Observer;
+pub use tls::{TlsAcceptor, TlsFiles};
 
 use crate::api::{self, ApiState, Auth};
 use crate::daemon::{Daemon, Extras, FleetClock, FleetEngine, MemberBinding, Providers};
@@ -29,12 +35,16 @@ pub const DB_FILE: &str = "waverun.db";
 /// A running daemon.
 pub struct Server {
     addr: SocketAddr,
+    /// `https` with TLS, else `http`.
+    scheme: &'static str,
     data_dir: PathBuf,
     fleet: String,
     module_hash: String,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
     observer: Option<Observer>,
+    /// Held for the daemon's life: no other process uses the data directory meanwhile.
+    _lock: DataDirLock,
 }
 
 /// Where the module comes from: the one built in, or a file.
@@ -65,10 +75,23 @@ impl Server {
     /// Starts the daemon: opens (or creates) the data directory, restores the engine, registers
     /// the fleet file's clusters, and listens. Returns once it is ready.
     pub fn start(config: &ServeConfig, source: &ModuleSource) -> Result<Server, String> {
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| format!("data dir {}: {e}", config.data_dir.display()))?;
+        // The certificate first: a daemon never starts without the TLS it was told to serve.
+        let tls = config.tls.as_ref().map(TlsAcceptor::load).transpose()?;
+        if config.insecure_http && !config.listen.ip().is_loopback() && tls.is_none() {
+            tracing::warn!(
+                listen = %config.listen,
+                "--insecure-http: serving plain HTTP on a non-loopback address; bearer tokens cross the network in clear unless a TLS-terminating proxy on this host is the only client"
+            );
+        }
+        let lock = DataDirLock::acquire(
+            &config.data_dir,
+            &format!("waverun serve on {}", config.listen),
+        )?;
         let db = config.data_dir.join(DB_FILE);
-        let mut store = SqliteStore::open(&db).map_err(|e| format!("{}: {e}", db.display()))?;
+        let mut store = SqliteStore::open(&db).map_err(|e| match e {
+            crate::store::StoreError::Corrupt(_) => damaged(&config.data_dir, &e),
+            e => format!("{}: {e}", db.display()),
+        })?;
         match store.meta(meta::FLEET).map_err(|e| e.to_string())? {
             Some(f) if f != config.fleet => {
                 return Err(format!(
@@ -158,8 +181,12 @@ impl Server {
         for t in &config.tokens {
             auth = auth.with_hash(&t.name, t.role, &t.sha256);
         }
-        let state =
-            Arc::new(ApiState::new(daemon.clone(), &config.fleet, auth).with_sandbox(module));
+        let state = Arc::new(
+            ApiState::new(daemon.clone(), &config.fleet, auth)
+                .with_sandbox(module)
+                .with_public_url(config.public_url.as_deref())
+                .with_stream_limits(config.stream_limits.0, config.stream_limits.1),
+        );
         let router = api::router(state.clone());
         let std_listener = std::net::TcpListener::bind(config.listen)
             .map_err(|e| format!("listen on {}: {e}", config.listen))?;
@@ -168,6 +195,8 @@ impl Server {
             .map_err(|e| e.to_string())?;
         let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        let limits = config.limits.clone();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let thread = std::thread::Builder::new()
             .name("waverun-api".to_string())
             .spawn(move || -> Result<(), String> {
@@ -179,15 +208,19 @@ impl Server {
                 rt.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(std_listener)
                         .map_err(|e| e.to_string())?;
-                    axum::serve(listener, router)
-                        .with_graceful_shutdown(async move {
-                            let _ = stop.await;
-                            // Event streams never end by themselves: end them, so that the
-                            // connections the graceful shutdown waits for close.
-                            state.close();
-                        })
-                        .await
-                        .map_err(|e| e.to_string())
+                    let (stopping, _) = tokio::sync::watch::channel(false);
+                    if let Some(t) = &tls {
+                        t.spawn_reloader(stopping.subscribe());
+                    }
+                    listener::serve(listener, router, tls, limits, async move {
+                        let _ = stop.await;
+                        // Event streams never end by themselves: end them, so that the
+                        // connections the shutdown waits for close.
+                        state.close();
+                        stopping.send_replace(true);
+                    })
+                    .await;
+                    Ok::<(), String>(())
                 })?;
                 // In-flight requests are done: close the store.
                 match Arc::try_unwrap(daemon) {
@@ -198,18 +231,25 @@ impl Server {
             .map_err(|e| e.to_string())?;
         Ok(Server {
             addr,
+            scheme,
             data_dir: config.data_dir.clone(),
             fleet: config.fleet.clone(),
             module_hash,
             shutdown: Some(shutdown),
             thread: Some(thread),
             observer: Some(observer),
+            _lock: lock,
         })
     }
 
     /// The address it listens on (the port, when it was 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https://ADDR` with TLS, else `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// The data directory.
@@ -260,6 +300,18 @@ impl Drop for Server {
             let _ = t.join();
         }
     }
+}
+
+/// What a daemon that refuses a damaged database says: what is wrong, and how to restore.
+fn damaged(data_dir: &std::path::Path, e: &crate::store::StoreError) -> String {
+    let dir = data_dir.display();
+    format!(
+        "{e}\nwaverun does not start on a damaged database, and writes nothing to it. \
+         `waverun store check --data-dir {dir}` reports what is wrong; \
+         `waverun store restore --data-dir {dir} BACKUP` puts the last backup in its place \
+         (the damaged file is kept beside it); backups are made with \
+         `waverun store backup --data-dir {dir} FILE`, also while the daemon runs."
+    )
 }
 
 /// Registers the fleet file's clusters (as their provider describes them now), its releases

@@ -14,6 +14,8 @@
 //! ([`Store::epoch`]; always 0 on SQLite, a leader lease's epoch on PostgreSQL), and nothing
 //! outside the store assumes one process.
 
+pub mod backup;
+pub mod check;
 mod schema;
 mod sqlite;
 
@@ -205,8 +207,12 @@ pub struct NewAudit {
     pub action: String,
     /// On what (a resource id).
     pub target: String,
-    /// The request id.
+    /// The request id: the client's `x-request-id`, or the daemon's own when it sent none (a
+    /// field: clients may send one id with many requests).
     pub request_id: String,
+    /// The key of the request that made this entry, unique to it (the daemon's own, never the
+    /// client's): tells whether a request has its entry already.
+    pub key: String,
     /// `ok`, or the problem's code.
     pub outcome: String,
     /// More (an approval's gate, a problem's detail).
@@ -341,8 +347,8 @@ pub trait StoreRead {
     fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError>;
     /// Up to `limit` audit entries with `seq > after`, in order.
     fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
-    /// Whether the request `request_id` has an audit entry.
-    fn audited(&self, request_id: &str) -> Result<bool, StoreError>;
+    /// Whether the request whose key is `key` ([`NewAudit::key`]) has an audit entry.
+    fn audited(&self, key: &str) -> Result<bool, StoreError>;
     /// The engine modules that executed `run`, in the order they first did.
     fn run_modules(&self, run: &str) -> Result<Vec<RunModule>, StoreError>;
 }

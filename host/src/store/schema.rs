@@ -3,7 +3,7 @@
 //! [`SCHEMA_VERSION`]. A database of a newer version than this build knows is refused.
 
 /// The newest schema version this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The migrations, in order: `MIGRATIONS[i]` takes a database from version `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -98,5 +98,11 @@ CREATE TABLE run_modules (
     epoch         INTEGER NOT NULL,
     PRIMARY KEY (run, module_hash)
 );
+"#,
+    // 2 → 3: an audit entry's own key (unique per request the daemon answered), apart from the
+    // client's `x-request-id`, which is a field: two requests sent with one id are two entries.
+    r#"
+ALTER TABLE audit ADD COLUMN request_key TEXT;
+CREATE INDEX audit_by_key ON audit (request_key);
 "#,
 ];

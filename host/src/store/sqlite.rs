@@ -3,6 +3,7 @@
 //! API ([`SqliteReader`]), an explicit busy timeout, `wal_checkpoint(TRUNCATE)` after each
 //! snapshot and `integrity_check` after an unclean shutdown.
 
+use super::check::{self, Depth};
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::{meta, AuditRow, Committed, EventRow, JournalRecord, NewAudit, NewEvent};
 use super::{OperationRow, OperationState, OperationUpdate, ResourceMeta, SnapshotRecord};
@@ -42,8 +43,16 @@ impl SqliteStore {
     /// Opens (creating it if needed) the database at `path`: migrates an older schema forward,
     /// refuses a newer one, and checks integrity if the last process did not close it.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let existed = check::found(path)? == check::Found::File;
         let conn = Connection::open(path).map_err(db)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
+        // An existing file is checked as it was found, before anything is written to it (the
+        // journal mode, the migrations): damage, an empty database, a foreign one are refused.
+        let recovered = if existed {
+            inspect(&conn).map_err(|e| at(path, e))?
+        } else {
+            false
+        };
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(db)?;
@@ -59,24 +68,10 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             path: path.to_path_buf(),
-            recovered: false,
+            recovered,
             fail_next_commit: false,
         };
         store.migrate()?;
-        let clean = store.meta(meta::CLEAN_SHUTDOWN)?;
-        if clean.as_deref() == Some("0") {
-            store.recovered = true;
-            let check: String = store
-                .conn
-                .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-                .map_err(db)?;
-            if check != "ok" {
-                return Err(StoreError::Corrupt(format!(
-                    "{}: integrity_check after an unclean shutdown: {check}",
-                    path.display()
-                )));
-            }
-        }
         store.set_meta(meta::CLEAN_SHUTDOWN, "0")?;
         Ok(store)
     }
@@ -149,6 +144,71 @@ impl SqliteStore {
         }
         Ok(())
     }
+}
+
+/// The same error, naming the file.
+fn at(path: &Path, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!("{}: {m}", path.display())),
+        e => e,
+    }
+}
+
+/// An existing file, before it is used: waverun's (not empty, not foreign), its pages whole
+/// (`quick_check`; the full `integrity_check` when the last process did not close it), and, at
+/// this build's schema version, its schema and journal. Returns whether the last process left
+/// without closing it.
+fn inspect(conn: &Connection) -> Result<bool, StoreError> {
+    let tables: Vec<String> = {
+        let mut st = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            .map_err(db)?;
+        let rows = st.query_map([], |r| r.get(0)).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)?
+    };
+    if tables.is_empty() {
+        return Err(StoreError::Corrupt(
+            "an SQLite database without any table: a new fleet is never made over an existing file"
+                .to_string(),
+        ));
+    }
+    if !tables.iter().any(|t| t == "meta") {
+        return Err(StoreError::Corrupt(format!(
+            "an SQLite database, but not waverun's (tables: {})",
+            tables.join(", ")
+        )));
+    }
+    let unclean = read_meta(conn, meta::CLEAN_SHUTDOWN)?.as_deref() != Some("1");
+    let depth = if unclean { Depth::Full } else { Depth::Quick };
+    let version = read_meta(conn, meta::SCHEMA_VERSION)?;
+    if version.as_deref() == Some(SCHEMA_VERSION.to_string().as_str()) {
+        check::check(conn, depth)?;
+    } else {
+        // Older: migrated after this, checked whole at the next start. Newer: refused by the
+        // migration step, untouched.
+        pages_only(conn, depth)?;
+    }
+    Ok(unclean)
+}
+
+/// SQLite's page check alone, for a database of an older schema (its schema and journal are
+/// checked once it is migrated, at the next start).
+fn pages_only(conn: &Connection, depth: Depth) -> Result<(), StoreError> {
+    let pragma = match depth {
+        Depth::Quick => "quick_check",
+        Depth::Full => "integrity_check",
+    };
+    let r: String = conn
+        .query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+        .map_err(db)?;
+    if r != "ok" {
+        return Err(StoreError::Corrupt(format!(
+            "{pragma} found damaged pages: {r}"
+        )));
+    }
+    Ok(())
 }
 
 fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
@@ -307,14 +367,15 @@ impl Store for SqliteStore {
         }
         for a in &step.audit {
             tx.execute(
-                "INSERT INTO audit (at, who, action, target, request_id, outcome, detail, epoch)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO audit (at, who, action, target, request_id, request_key, outcome, detail, epoch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     a.at,
                     a.who,
                     a.action,
                     a.target,
                     a.request_id,
+                    a.key,
                     a.outcome,
                     a.detail,
                     epoch
@@ -436,12 +497,12 @@ macro_rules! reads_on_conn {
                 reads::audit_after(&self.conn, after, limit)
             }
 
-            fn audited(&self, request_id: &str) -> Result<bool, StoreError> {
+            fn audited(&self, key: &str) -> Result<bool, StoreError> {
                 let n: i64 = self
                     .conn
                     .query_row(
-                        "SELECT COUNT(*) FROM audit WHERE request_id = ?1",
-                        [request_id],
+                        "SELECT COUNT(*) FROM audit WHERE request_key = ?1",
+                        [key],
                         |r| r.get(0),
                     )
                     .map_err(db)?;
@@ -666,7 +727,8 @@ mod reads {
     ) -> Result<Vec<AuditRow>, StoreError> {
         let mut st = conn
             .prepare_cached(
-                "SELECT seq, at, who, action, target, request_id, outcome, detail FROM audit
+                "SELECT seq, at, who, action, target, request_id, outcome, detail,
+                     COALESCE(request_key, '') FROM audit
                  WHERE seq > ?1 ORDER BY seq LIMIT ?2",
             )
             .map_err(db)?;
@@ -680,6 +742,7 @@ mod reads {
                         action: r.get(3)?,
                         target: r.get(4)?,
                         request_id: r.get(5)?,
+                        key: r.get(8)?,
                         outcome: r.get(6)?,
                         detail: r.get(7)?,
                     },

@@ -54,8 +54,18 @@ impl Daemon {
         time_scale: f64,
         tokens: &[(&str, Role, &str)],
     ) -> Daemon {
+        Daemon::start_with(fleet_file, time_scale, tokens, |_| {})
+    }
+
+    /// The same, with `tweak` applied to the configuration before it starts.
+    pub fn start_with(
+        fleet_file: &std::path::Path,
+        time_scale: f64,
+        tokens: &[(&str, Role, &str)],
+        tweak: impl FnOnce(&mut ServeConfig),
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
-        let config = ServeConfig {
+        let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.path().join("data"),
             fleet: "default".to_string(),
@@ -72,6 +82,7 @@ impl Daemon {
             module_cache: Some(shared_cache()),
             ..ServeConfig::defaults()
         };
+        tweak(&mut config);
         let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
         let root = format!("http://{}", server.addr());
         Daemon {
