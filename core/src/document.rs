@@ -757,3 +757,55 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
+// ---------------------------------------------------------------------------------------------
+// Booleans
+
+/// A boolean field of a document: `true` or `false` as a boolean, never a string that reads
+/// like one (`'true'` in quotes, `"false"` in JSON) — a typo'd flag is an error, not silently
+/// taken. In a binary format (a snapshot) the value is read as it was written.
+pub fn strict_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    if d.is_human_readable() {
+        d.deserialize_any(StrictBool)
+    } else {
+        bool::deserialize(d)
+    }
+}
+
+struct StrictBool;
+
+impl<'de> Visitor<'de> for StrictBool {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a boolean (true or false, without quotes)")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
+    }
+}
+
+/// [`strict_bool`] for an optional field (`null` is `None`).
+pub fn strict_opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    if !d.is_human_readable() {
+        return Option::<bool>::deserialize(d);
+    }
+    struct Opt;
+    impl<'de> Visitor<'de> for Opt {
+        type Value = Option<bool>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a boolean (true or false, without quotes)")
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Option<bool>, E> {
+            Ok(Some(v))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<bool>, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Option<bool>, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Opt)
+}

@@ -33,7 +33,11 @@ pub struct Member {
     #[serde(default, skip_serializing_if = "Maintenance::is_empty")]
     pub maintenance: Maintenance,
     /// Whether the cluster has long-term support enabled.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "crate::document::strict_bool"
+    )]
     pub long_term_support: bool,
     /// Which cluster provider drives it, and the provider's id for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,10 +355,18 @@ pub struct Release {
     #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, String>))]
     pub available: BTreeMap<String, Timestamp>,
     /// A preview release (Kubernetes versions): never the target of an auto-upgrade profile.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "crate::document::strict_bool"
+    )]
     pub preview: bool,
     /// A security-patch node image: what the `SecurityPatch` channel rolls out.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "crate::document::strict_bool"
+    )]
     pub security_patch: bool,
     /// A node image's OS, when the provider says (its family is the version before the last
     /// `-`); the `SecurityPatch` channel never targets a Windows image.
@@ -422,13 +434,21 @@ pub struct AutoUpgradeProfile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_image_selection: Option<AutoUpgradeNodeImageSelection>,
     /// A disabled profile generates nothing (runs it started go on).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "crate::document::strict_bool"
+    )]
     pub disabled: bool,
     /// `"x.y"`: required for `TargetKubernetesVersion`, forbidden otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_kubernetes_version: Option<String>,
     /// Target an LTS-only minor (only with `TargetKubernetesVersion`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "crate::document::strict_bool"
+    )]
     pub long_term_support: bool,
 }
 

@@ -289,7 +289,11 @@ pub struct ProfilePlan {
     /// Its channel.
     pub channel: crate::model::UpgradeChannel,
     /// Whether it is disabled (the plan shows what it would generate once enabled).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "crate::document::strict_bool"
+    )]
     pub disabled: bool,
     /// What the channel targets now (empty when nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

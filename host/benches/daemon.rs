@@ -8,10 +8,17 @@
 //! 3. a member whose maintenance window opens at T starts within 1 s of T (real time);
 //! 4. restart with 100,000 journal records since the last snapshot, to ready;
 //! 5. fsyncs per engine step (strace, when it is installed) and the journal commit latency
-//!    histogram from `/metrics`.
+//!    histogram from `/metrics`;
+//! 6. live event streams (issue 20): write throughput and GET p99 while a run moves, with 0,
+//!    200 and 1,000 SSE clients connected;
+//! 7. half-open connections (slowloris): how many one peer holds, what the rest get, whether
+//!    another peer is served meanwhile, and when they are closed;
+//! 8. the start-up check on a 1 GB database (`quick_check`, schema, journal; and the full
+//!    `integrity_check` after an unclean stop).
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
-//! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync).
+//! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
+//! sse, slowloris, check).
 //! Figures are printed; nothing is asserted (shared machines are noisy).
 
 use serde_json::{json, Value};
@@ -562,4 +569,296 @@ fn main() {
     if part("fsync") {
         fsyncs(dir.path(), &cache);
     }
+    if part("sse") {
+        sse_fan_out(dir.path(), &cache, quick);
+    }
+    if part("slowloris") {
+        slowloris(dir.path(), &cache, quick);
+    }
+    if part("check") {
+        start_up_check(dir.path(), quick);
+    }
+}
+
+/// A config file for `serve --config` with `limits` raised for load (YAML text).
+fn config_with(dir: &Path, fleet: &Path, extra: &str) -> PathBuf {
+    let p = dir.join("waverun.yaml");
+    let text = format!(
+        "listen: 127.0.0.1:0\ndataDir: {}\nfleetFile: {}\ntimeScale: 600\n{extra}",
+        dir.join("data").display(),
+        fleet.display()
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn sse_fan_out(dir: &Path, cache: &Path, quick: bool) {
+    use std::io::{Read, Write};
+    let members = if quick { 200 } else { 1_000 };
+    let seconds = if quick { 3.0 } else { 10.0 };
+    let counts: &[usize] = if quick { &[0, 200] } else { &[0, 200, 1_000] };
+    println!(
+        "== 6. live event streams: PUTs and GETs for {seconds} s while a {members}-member run moves, with {counts:?} SSE clients"
+    );
+    for &clients in counts {
+        let sub = dir.join(format!("sse-{clients}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let mut ms_ = Vec::new();
+        for i in 0..members {
+            let mut m = member(i, None);
+            m["behavior"] = json!({"upgradeMinutes": 20, "jitterMinutes": 15});
+            ms_.push(m);
+        }
+        let fleet = fleet_file(&sub, ms_);
+        let config = config_with(
+            &sub,
+            &fleet,
+            "limits: {streamsPerToken: 5000, streams: 5000, connections: 5000, connectionsPerPeer: 5000}\n",
+        );
+        let (d, _) = Daemon::start(
+            &["--config", config.to_str().unwrap()],
+            cache,
+            &sub.join("serve.log"),
+        );
+        start_run(&d);
+        let addr = d.root.trim_start_matches("http://").to_string();
+        let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The clients: raw sockets, read by a few threads (a thread each would measure the
+        // bench's scheduler, not the daemon).
+        let readers = 8;
+        let mut handles = Vec::new();
+        for r in 0..readers {
+            let mine = clients / readers + usize::from(r < clients % readers);
+            let (addr, received, stop) = (addr.clone(), received.clone(), stop.clone());
+            handles.push(std::thread::spawn(move || {
+                let mut socks: Vec<std::net::TcpStream> = (0..mine)
+                    .map(|_| {
+                        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                        s.write_all(
+                            b"GET /api/v1/fleets/default/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n",
+                        )
+                        .unwrap();
+                        s.set_nonblocking(true).unwrap();
+                        s
+                    })
+                    .collect();
+                let mut buf = vec![0u8; 64 * 1024];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut any = false;
+                    for s in &mut socks {
+                        if let Ok(n) = s.read(&mut buf) {
+                            if n > 0 {
+                                any = true;
+                                let ids = buf[..n].windows(4).filter(|w| w == b"\nid:").count();
+                                received.fetch_add(ids as u64, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    if !any {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let end = Instant::now() + Duration::from_secs_f64(seconds);
+        let base = d.base.clone();
+        let getter = std::thread::spawn(move || {
+            let a = agent();
+            let mut lat = Vec::new();
+            while Instant::now() < end {
+                let t = Instant::now();
+                let _ = a
+                    .get(format!("{base}/updateRuns/r1"))
+                    .call()
+                    .map(|mut r| r.body_mut().read_to_vec());
+                lat.push(t.elapsed());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            lat
+        });
+        let a = agent();
+        let mut writes = 0u64;
+        let strategy = json!({"properties": {"strategy": {"stages": [{"name": "s", "groups": [{"name": "g"}]}]}}});
+        let began = Instant::now();
+        while Instant::now() < end {
+            send(
+                &a,
+                "PUT",
+                &format!("{}/updateStrategies/w{writes}", d.base),
+                Some(&strategy),
+            );
+            writes += 1;
+        }
+        let wall = began.elapsed().as_secs_f64();
+        let mut lat = getter.join().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for h in handles {
+            h.join().unwrap();
+        }
+        lat.sort();
+        println!(
+            "{clients:>5} clients: {:.0} writes/s, GET /updateRuns/r1 p50 {} p99 {} ({} GETs), {} events delivered to the clients",
+            writes as f64 / wall,
+            ms(percentile(&lat, 0.5)),
+            ms(percentile(&lat, 0.99)),
+            lat.len(),
+            received.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        d.stop();
+    }
+}
+
+fn slowloris(dir: &Path, cache: &Path, quick: bool) {
+    use std::io::{Read, Write};
+    let sockets = if quick { 600 } else { 1_500 };
+    println!("== 7. {sockets} half-open connections from 127.0.0.1 (default limits: 256 per peer, 1,024 in all, headers within 10 s)");
+    let sub = dir.join("slowloris");
+    std::fs::create_dir_all(&sub).unwrap();
+    let fleet = fleet_file(&sub, (0..10).map(|i| member(i, None)).collect());
+    let config = config_with(&sub, &fleet, "");
+    let (d, _) = Daemon::start(
+        &["--config", config.to_str().unwrap()],
+        cache,
+        &sub.join("serve.log"),
+    );
+    let addr = d.root.trim_start_matches("http://").to_string();
+    let began = Instant::now();
+    let mut held: Vec<std::net::TcpStream> = Vec::new();
+    for _ in 0..sockets {
+        if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHo");
+            s.set_nonblocking(true).unwrap();
+            held.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut buf = [0u8; 64];
+    let closed = |socks: &mut Vec<std::net::TcpStream>, buf: &mut [u8]| {
+        socks
+            .iter_mut()
+            .filter(|s| matches!((&**s).read(buf), Ok(0)))
+            .count()
+    };
+    let refused = closed(&mut held, &mut buf[..]);
+    println!(
+        "opened {} in {}: {} closed at once by the daemon (over the per-peer cap), {} held",
+        held.len(),
+        ms(began.elapsed()),
+        refused,
+        held.len() - refused
+    );
+    // Another peer meanwhile (127.0.0.2 is loopback too).
+    let t = Instant::now();
+    let other = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--interface",
+            "127.0.0.2",
+            "--max-time",
+            "5",
+        ])
+        .arg(format!("{}/healthz", d.root))
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_else(|_| "curl missing".to_string());
+    println!(
+        "another peer's GET /healthz meanwhile: {other} in {}",
+        ms(t.elapsed())
+    );
+    let t = Instant::now();
+    let mut open: usize = held.len();
+    while open > 0 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(250));
+        open = held
+            .iter_mut()
+            .filter(|s| matches!((&**s).read(&mut buf), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock))
+            .count();
+    }
+    println!(
+        "all closed by the daemon {} after they were opened (header deadline 10 s); {} still open",
+        ms(began.elapsed()),
+        open
+    );
+    let log = std::fs::read_to_string(sub.join("serve.log")).unwrap_or_default();
+    println!(
+        "log lines about refused connections: {}",
+        log.matches("connection refused").count()
+    );
+    d.stop();
+}
+
+fn start_up_check(dir: &Path, quick: bool) {
+    use waverun_host::store::{SqliteStore, Store};
+    let target: u64 = if quick { 100 << 20 } else { 1 << 30 };
+    println!(
+        "== 8. the start-up check on a {} MiB database",
+        target >> 20
+    );
+    let sub = dir.join("check");
+    std::fs::create_dir_all(&sub).unwrap();
+    let db = sub.join("waverun.db");
+    {
+        let mut store = SqliteStore::open(&db).unwrap();
+        store.set_meta("fleet", "default").unwrap();
+        store.close().unwrap();
+    }
+    let began = Instant::now();
+    {
+        // Event rows of 1 KiB, as a long-lived fleet's log holds them, written in bulk.
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let data = format!(
+            "{{\"type\":\"MemberProgress\",\"detail\":\"{}\"}}",
+            "x".repeat(1000)
+        );
+        let mut written = 0u64;
+        let mut batch = 0;
+        while written < target {
+            let tx = c.unchecked_transaction().unwrap();
+            {
+                let mut st = tx
+                    .prepare_cached("INSERT INTO events (at_ms, run, kind, data, epoch) VALUES (?1, ?2, 'MemberProgress', ?3, 0)")
+                    .unwrap();
+                for i in 0..10_000 {
+                    st.execute(rusqlite::params![i as i64, format!("run-{batch}"), data])
+                        .unwrap();
+                }
+            }
+            tx.commit().unwrap();
+            batch += 1;
+            written = std::fs::metadata(&db).unwrap().len()
+                + std::fs::metadata(sub.join("waverun.db-wal"))
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+        }
+        let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+    let bytes = std::fs::metadata(&db).unwrap().len();
+    println!(
+        "written in {:.1} s: {} MiB",
+        began.elapsed().as_secs_f64(),
+        bytes >> 20
+    );
+    let t = Instant::now();
+    let mut store = SqliteStore::open(&db).unwrap();
+    let clean = t.elapsed();
+    store.close().unwrap();
+    drop(store);
+    // Unclean: the last process did not close it.
+    let store = SqliteStore::open(&db).unwrap();
+    drop(store); // not closed: the next open is after an unclean stop
+    let t = Instant::now();
+    let store = SqliteStore::open(&db).unwrap();
+    let unclean = t.elapsed();
+    drop(store);
+    println!(
+        "open after a clean stop (quick_check + schema + journal): {}; after an unclean stop (integrity_check + schema + journal): {}",
+        ms(clean),
+        ms(unclean)
+    );
 }

@@ -201,6 +201,41 @@ fn yaml_booleans_are_true_or_false_only() {
 }
 
 #[test]
+fn a_quoted_boolean_is_a_string_and_refused_in_yaml_and_json() {
+    for (extra, path) in [
+        ("longTermSupport: 'true'\n", "members[0].longTermSupport"),
+        ("longTermSupport: \"false\"\n", "members[0].longTermSupport"),
+    ] {
+        let e = Scenario::from_text(&scenario_with_member(extra), Format::Yaml).unwrap_err();
+        assert_eq!(e.fields[0].path, path, "{extra}: {e}");
+        assert!(
+            e.fields[0].message.contains("without quotes"),
+            "{extra}: {e}"
+        );
+    }
+    let text = scenario_with_member("").replace("start:", "autoApprove: 'true'\nstart:");
+    let e = Scenario::from_text(&text, Format::Yaml).unwrap_err();
+    assert_eq!(e.fields[0].path, "autoApprove");
+    // Unquoted, both spellings are booleans.
+    let s =
+        Scenario::from_text(&scenario_with_member("longTermSupport: true\n"), Format::Yaml).unwrap();
+    assert!(s.members[0].long_term_support);
+    let json = r#"{"stages": [{"name": "s", "groups": [{"name": "a"}]}]}"#;
+    assert!(from_str::<UpdateStrategy>(json, Format::Json).is_ok());
+    let s = Scenario::from_text(
+        &serde_json::to_string(&serde_json::json!({
+            "start": "2026-12-07T00:00:00Z",
+            "members": [{"name": "m1", "region": "eastus", "kubernetesVersion": "1.30.4",
+                         "longTermSupport": "true"}],
+        }))
+        .unwrap(),
+        Format::Json,
+    );
+    let e = s.unwrap_err();
+    assert_eq!(e.fields[0].path, "members[0].longTermSupport", "{e}");
+}
+
+#[test]
 fn a_json_number_where_a_string_is_expected_is_an_error() {
     let json = r#"{"stages": [{"name": "s", "groups": [{"name": "a"}], "beforeGates": [{"type": "Approval", "displayName": 1.3}]}]}"#;
     let e = from_str::<UpdateStrategy>(json, Format::Json).unwrap_err();

@@ -33,7 +33,7 @@ pub struct Scenario {
     )]
     pub until: Option<Timestamp>,
     /// Complete every Approval gate the moment it is created.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::document::strict_bool")]
     pub auto_approve: bool,
     /// Seed of the simulated fleet's random choices (only `behavior.jitterMinutes` uses it).
     #[serde(default)]
@@ -122,7 +122,7 @@ pub struct ScenarioMember {
     #[serde(default, skip_serializing_if = "Maintenance::is_empty")]
     pub maintenance: Maintenance,
     /// LTS.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::document::strict_bool")]
     pub long_term_support: bool,
     /// Provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]

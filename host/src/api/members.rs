@@ -55,7 +55,7 @@ struct MemberProperties {
     group: Option<String>,
     #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "waverun_core::document::strict_opt_bool")]
     long_term_support: Option<bool>,
     #[serde(default)]
     status: Option<IgnoredAny>,

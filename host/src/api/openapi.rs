@@ -867,10 +867,12 @@ pub fn document(fleet: &str) -> OpenApi {
                 "The path does not take this method (Allow lists those it takes)",
             ),
             ("409", "The resource's state forbids it, or it exists"),
+            ("408", "The body did not arrive within its deadline"),
             ("412", "If-Match / If-None-Match did not hold"),
             ("413", "The body is over 4 MiB"),
             ("415", "The body is not JSON"),
             ("422", "The request cannot be carried out"),
+            ("429", "Too many event streams open (per token or in all)"),
             ("502", "A cluster provider failed"),
             (
                 "503",

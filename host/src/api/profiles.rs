@@ -51,11 +51,11 @@ struct ProfileProperties {
     update_strategy_id: Option<String>,
     #[serde(default)]
     node_image_selection: Option<AutoUpgradeNodeImageSelection>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "waverun_core::document::strict_bool")]
     disabled: bool,
     #[serde(default)]
     target_kubernetes_version: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "waverun_core::document::strict_bool")]
     long_term_support: bool,
     #[serde(default)]
     provisioning_state: Option<IgnoredAny>,

@@ -105,11 +105,13 @@ pub fn store(cmd: StoreCmd, out: &mut impl Write) -> Result<()> {
                         began.elapsed().as_secs_f64()
                     )?;
                 }
-                Err(e) => return Err(CliError::Other(format!(
+                Err(e) => {
+                    return Err(CliError::Other(format!(
                     "{e}\nrestore the last backup with: waverun store restore --data-dir {} BACKUP",
                     data_dir.display()
                 ))
-                .into()),
+                    .into())
+                }
             }
         }
         StoreCmd::Backup { data_dir, file } => {

@@ -37,7 +37,11 @@ pub struct MemberBinding {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Long-term support is enabled on the cluster.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "waverun_core::document::strict_bool"
+    )]
     pub long_term_support: bool,
 }
 
