@@ -738,12 +738,16 @@ fn slowloris(dir: &Path, cache: &Path, quick: bool) {
     let closed = |socks: &mut Vec<std::net::TcpStream>, buf: &mut [u8]| {
         socks
             .iter_mut()
-            .filter(|s| matches!((&**s).read(buf), Ok(0)))
+            .filter(|s| match (&**s).read(buf) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            })
             .count()
     };
     let refused = closed(&mut held, &mut buf[..]);
     println!(
-        "opened {} in {}: {} closed at once by the daemon (over the per-peer cap), {} held",
+        "opened {} in {}: {} closed at once by the daemon (over the per-peer cap: closed or reset), {} held",
         held.len(),
         ms(began.elapsed()),
         refused,

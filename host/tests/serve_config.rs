@@ -181,3 +181,82 @@ fn providers_and_members_are_checked_by_name() {
     assert_eq!(c.members[0].group.as_deref(), Some("g"));
     assert_eq!(c.observe_interval.as_secs(), 60);
 }
+
+#[test]
+fn a_non_loopback_listener_needs_tls_or_insecure_http_and_refuses_example_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let strong = waverun_host::api::token_hash("f3b1c2d4e5a6978812345678abcdef0123456789");
+    let text = format!("tokens: [{{name: ops, role: admin, sha256: {strong}}}]\n");
+    let on = |listen: &str, insecure: bool, text: &str| {
+        ServeConfig::resolve(
+            Some(&write(&dir, text)),
+            Overrides {
+                listen: Some(listen.to_string()),
+                insecure_http: insecure,
+                ..Overrides::default()
+            },
+        )
+    };
+    let e = on("0.0.0.0:7700", false, &text).unwrap_err();
+    assert!(
+        e.contains("no tls is configured") && e.contains("--insecure-http"),
+        "{e}"
+    );
+    let c = on("0.0.0.0:7700", true, &text).unwrap();
+    assert!(c.insecure_http && c.tls.is_none());
+    let with_tls = format!("{text}tls: {{certFile: tls.pem, keyFile: tls.key}}\n");
+    let c = on("0.0.0.0:7700", false, &with_tls).unwrap();
+    let tls = c.tls.expect("tls is configured");
+    assert_eq!(tls.cert, dir.path().join("tls.pem"), "relative to the file");
+    // The example file's tokens ("test", "test2") are refused on the network, by index.
+    let weak = format!(
+        "tokens: [{{name: ops, role: admin, sha256: {strong}}}, {{name: x, role: viewer, sha256: {}}}]\n",
+        waverun_host::api::token_hash("test")
+    );
+    let e = on("0.0.0.0:7700", true, &weak).unwrap_err();
+    assert!(
+        e.starts_with("tokens[1].sha256:") && e.contains("\"test\""),
+        "{e}"
+    );
+    // ... and accepted on loopback.
+    assert!(on("127.0.0.1:7700", false, &weak).is_ok());
+}
+
+#[test]
+fn limits_and_the_public_url_are_checked_with_their_field_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, field) in [
+        ("limits: {connections: 0}\n", "limits.connections"),
+        (
+            "limits: {headerReadSeconds: -1}\n",
+            "limits.headerReadSeconds",
+        ),
+        ("limits: {streamsPerToken: 0}\n", "limits.streamsPerToken"),
+        ("publicUrl: ftp://x.example\n", "publicUrl"),
+        ("publicUrl: https://x.example/api?x=1\n", "publicUrl"),
+        ("publicUrl: https://user@x.example\n", "publicUrl"),
+    ] {
+        let e = ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap_err();
+        assert!(e.starts_with(field), "{text}: {e}");
+    }
+    let e = ServeConfig::resolve(
+        Some(&write(&dir, "limits: {conections: 5}\n")),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("limits.conections") || e.contains("conections"),
+        "{e}"
+    );
+    let c = ServeConfig::resolve(
+        Some(&write(
+            &dir,
+            "publicUrl: https://waverun.example.com/\nlimits: {connections: 10, headerReadSeconds: 2.5}\n",
+        )),
+        Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.public_url.as_deref(), Some("https://waverun.example.com"));
+    assert_eq!(c.limits.connections, 10);
+    assert_eq!(c.limits.header_read, std::time::Duration::from_millis(2500));
+}

@@ -484,3 +484,48 @@ fn a_foreign_sqlite_file_is_refused_and_left_as_it_was() {
         .unwrap();
     assert_eq!(mode, "delete", "its journal mode was not changed");
 }
+
+#[test]
+fn live_streams_are_capped_per_token_and_a_closed_one_gives_its_place_back() {
+    let fleet = workspace().join(FLEET_FILE);
+    let d = Daemon::start_with(&fleet, 200_000.0, TOKENS, |c| c.stream_limits = (2, 100));
+    let addr = d.root.trim_start_matches("http://").to_string();
+    let open = |token: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET /api/v1/fleets/default/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\n\r\n"
+        )
+        .unwrap();
+        let mut buf = vec![0u8; 2048];
+        let n = s.read(&mut buf).unwrap();
+        (s, String::from_utf8_lossy(&buf[..n]).to_string())
+    };
+    let viewer = token(Role::Viewer);
+    let (first, a) = open(viewer);
+    let (_second, b) = open(viewer);
+    assert!(
+        a.starts_with("HTTP/1.1 200") && b.starts_with("HTTP/1.1 200"),
+        "{a}{b}"
+    );
+    let (_, c) = open(viewer);
+    assert!(c.starts_with("HTTP/1.1 429"), "{c}");
+    assert!(c.contains("streamsPerToken"), "{c}");
+    // Another token has its own places.
+    let (_other, o) = open(token(Role::Operator));
+    assert!(o.starts_with("HTTP/1.1 200"), "{o}");
+    drop(first);
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_s, again) = open(viewer);
+        if again.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the closed stream's place never came back: {again}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

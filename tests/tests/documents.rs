@@ -217,8 +217,11 @@ fn a_quoted_boolean_is_a_string_and_refused_in_yaml_and_json() {
     let e = Scenario::from_text(&text, Format::Yaml).unwrap_err();
     assert_eq!(e.fields[0].path, "autoApprove");
     // Unquoted, both spellings are booleans.
-    let s =
-        Scenario::from_text(&scenario_with_member("longTermSupport: true\n"), Format::Yaml).unwrap();
+    let s = Scenario::from_text(
+        &scenario_with_member("longTermSupport: true\n"),
+        Format::Yaml,
+    )
+    .unwrap();
     assert!(s.members[0].long_term_support);
     let json = r#"{"stages": [{"name": "s", "groups": [{"name": "a"}]}]}"#;
     assert!(from_str::<UpdateStrategy>(json, Format::Json).is_ok());
