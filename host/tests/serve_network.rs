@@ -101,6 +101,16 @@ fn test_ca(dir: &Path, name: &str) {
     );
 }
 
+/// Makes `NAME-server.pem` and `.key` the daemon's `tls.pem` and `tls.key`, each replaced in
+/// one rename (as a certificate manager renews them).
+fn use_pair(dir: &Path, name: &str) {
+    for ext in ["key", "pem"] {
+        let staged = dir.join(format!("tls.{ext}.new"));
+        std::fs::copy(dir.join(format!("{name}-server.{ext}")), &staged).unwrap();
+        std::fs::rename(&staged, dir.join(format!("tls.{ext}"))).unwrap();
+    }
+}
+
 /// A daemon of `config` (YAML text, written beside its data), its stderr in `log`.
 struct Daemon {
     child: Child,
@@ -227,16 +237,7 @@ fn the_cli_talks_to_the_daemon_over_https_with_a_test_ca_and_follows_a_reloaded_
             .display(),
         token_sha()
     );
-    std::fs::copy(
-        dir.path().join("one-server.pem"),
-        dir.path().join("tls.pem"),
-    )
-    .unwrap();
-    std::fs::copy(
-        dir.path().join("one-server.key"),
-        dir.path().join("tls.key"),
-    )
-    .unwrap();
+    use_pair(dir.path(), "one");
     let d = Daemon::start(dir.path(), &config, None);
     assert!(d.url.starts_with("https://127.0.0.1:"), "{}", d.url);
     let ca = |name: &str| dir.path().join(format!("{name}-ca.pem"));
@@ -278,18 +279,7 @@ fn the_cli_talks_to_the_daemon_over_https_with_a_test_ca_and_follows_a_reloaded_
     let n = s.read(&mut buf).unwrap_or(0);
     assert!(!String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     // A renewed certificate (another CA) is taken on SIGHUP without a restart.
-    std::fs::copy(
-        dir.path().join("two-server.key"),
-        dir.path().join("tls.key.new"),
-    )
-    .unwrap();
-    std::fs::copy(
-        dir.path().join("two-server.pem"),
-        dir.path().join("tls.pem.new"),
-    )
-    .unwrap();
-    std::fs::rename(dir.path().join("tls.key.new"), dir.path().join("tls.key")).unwrap();
-    std::fs::rename(dir.path().join("tls.pem.new"), dir.path().join("tls.pem")).unwrap();
+    use_pair(dir.path(), "two");
     // SAFETY: kill(2) on the child this test started.
     unsafe {
         libc::kill(d.child.id() as i32, libc::SIGHUP);

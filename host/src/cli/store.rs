@@ -11,6 +11,19 @@ use clap::Subcommand;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// `--data-dir`, as `serve` takes it.
+#[derive(clap::Args)]
+pub struct DataDir {
+    /// The data directory (default ./waverun-data; $WAVERUN_DATA_DIR).
+    #[arg(
+        long = "data-dir",
+        value_name = "DIR",
+        env = "WAVERUN_DATA_DIR",
+        default_value = "waverun-data"
+    )]
+    path: PathBuf,
+}
+
 /// The store commands.
 #[derive(Subcommand)]
 pub enum StoreCmd {
@@ -19,14 +32,8 @@ pub enum StoreCmd {
     /// Runs beside a daemon.
     #[command(after_help = "Example:\n  waverun store check --data-dir /var/lib/waverun")]
     Check {
-        /// The data directory (default ./waverun-data; $WAVERUN_DATA_DIR).
-        #[arg(
-            long,
-            value_name = "DIR",
-            env = "WAVERUN_DATA_DIR",
-            default_value = "waverun-data"
-        )]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        dir: DataDir,
         /// Only `quick_check` (what every start runs): faster, indexes not compared with tables.
         #[arg(long)]
         quick: bool,
@@ -37,14 +44,8 @@ pub enum StoreCmd {
         after_help = "Example:\n  waverun store backup --data-dir /var/lib/waverun /backups/waverun-$(date +%F).db"
     )]
     Backup {
-        /// The data directory (default ./waverun-data; $WAVERUN_DATA_DIR).
-        #[arg(
-            long,
-            value_name = "DIR",
-            env = "WAVERUN_DATA_DIR",
-            default_value = "waverun-data"
-        )]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        dir: DataDir,
         /// The backup file to write (it must not exist).
         file: PathBuf,
     },
@@ -56,14 +57,8 @@ pub enum StoreCmd {
         after_help = "Example:\n  waverun store restore --data-dir /var/lib/waverun /backups/waverun-2026-12-01.db"
     )]
     Restore {
-        /// The data directory (default ./waverun-data; $WAVERUN_DATA_DIR).
-        #[arg(
-            long,
-            value_name = "DIR",
-            env = "WAVERUN_DATA_DIR",
-            default_value = "waverun-data"
-        )]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        dir: DataDir,
         /// The backup file to restore.
         file: PathBuf,
     },
@@ -91,7 +86,8 @@ fn db_in(dir: &Path) -> Result<PathBuf> {
 /// Runs a store command.
 pub fn store(cmd: StoreCmd, out: &mut impl Write) -> Result<()> {
     match cmd {
-        StoreCmd::Check { data_dir, quick } => {
+        StoreCmd::Check { dir, quick } => {
+            let data_dir = dir.path;
             let db = db_in(&data_dir)?;
             let depth = if quick { Depth::Quick } else { Depth::Full };
             let began = std::time::Instant::now();
@@ -114,7 +110,8 @@ pub fn store(cmd: StoreCmd, out: &mut impl Write) -> Result<()> {
                 }
             }
         }
-        StoreCmd::Backup { data_dir, file } => {
+        StoreCmd::Backup { dir, file } => {
+            let data_dir = dir.path;
             let db = db_in(&data_dir)?;
             let began = std::time::Instant::now();
             let copied =
@@ -128,7 +125,8 @@ pub fn store(cmd: StoreCmd, out: &mut impl Write) -> Result<()> {
                 describe(&copied.report)
             )?;
         }
-        StoreCmd::Restore { data_dir, file } => {
+        StoreCmd::Restore { dir, file } => {
+            let data_dir = dir.path;
             let _lock = DataDirLock::acquire(&data_dir, "waverun store restore")
                 .map_err(|e| CliError::Other(format!("restore: {e}")))?;
             let db = data_dir.join(DB_FILE);
