@@ -65,7 +65,8 @@ open_enum!(
         "AlreadyAtTarget",
         "NoConsistentImage",
         "SkippedByUser",
-        "FailureThresholdExceeded"
+        "FailureThresholdExceeded",
+        "Provider"
     ]
 );
 open_enum!(GateType, "A gate's kind.", ["Approval", "ScheduledStart"]);

@@ -67,6 +67,10 @@ pub enum Reason {
     MinorVersionSkip,
     /// A failure threshold was exceeded.
     FailureThresholdExceeded,
+    /// The member's provider refuses or has not answered its upgrade's calls for now, and they
+    /// are made again (unavailable, busy, timed out, an outcome not known yet). Never produced by
+    /// the engine: the daemon adds it to a running member from what its provider last answered.
+    Provider,
 }
 
 /// `{code, message}` on a status node.
@@ -99,7 +103,10 @@ pub struct NodeStatus {
     pub error: Option<StatusError>,
 }
 
-/// What a waiting node waits on, and until when if known.
+/// What a waiting node waits on, and until when if known. The daemon adds one the engine does
+/// not know of: `Provider` on a running member whose provider calls are refused for now (or
+/// whose outcome is not known yet) and made again, `until` the next attempt, `message` the call
+/// and the provider's answer.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -524,7 +524,9 @@ export type Reason =
   | "NoConsistentImage"
   | "SkippedByUser"
   | "MinorVersionSkip"
-  | "FailureThresholdExceeded";
+  | "FailureThresholdExceeded"
+  /** Added by the daemon to a running member whose provider calls are made again. */
+  | "Provider";
 
 export type WakeReason =
   | "MaintenanceWindow"
