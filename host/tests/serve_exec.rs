@@ -16,6 +16,12 @@ use waverun_host::serve::{ModuleSource, ServeConfig, Server};
 
 /// The config file: the fake platform as an exec provider, and three members bound to it.
 fn config_yaml(dir: &std::path::Path) -> String {
+    config_yaml_with(dir, "", 1)
+}
+
+/// [`config_yaml`] with more of the fake platform's environment (`env`: YAML lines at the
+/// provider's `env` indentation) and another observation interval.
+fn config_yaml_with(dir: &std::path::Path, env: &str, observe_seconds: u64) -> String {
     let members: Vec<MemberBinding> = vec![
         binding("a", "canary"),
         binding("b", "canary"),
@@ -30,9 +36,9 @@ providers:
     env:
       FAKE_CLUSTER_STATE: "{state}"
       FAKE_UPGRADE_SECONDS: "0.2"
-    timeouts: {{ startUpgrade: 20, describe: 20, getOperation: 20 }}
+{env}    timeouts: {{ startUpgrade: 20, describe: 20, getOperation: 20 }}
 members: {members}
-observeIntervalSeconds: 1
+observeIntervalSeconds: {observe_seconds}
 "#,
         script = workspace().join("tests/exec/fake-cluster.py").display(),
         state = dir.join("clusters.json").display(),
@@ -203,5 +209,117 @@ fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
         let v = api.get("/members/a", None).body;
         (v["properties"]["status"]["maintenance"] == window).then_some(())
     });
+    server.shutdown().unwrap();
+}
+
+/// The member `name` in a run's status tree.
+fn member<'a>(status: &'a Value, name: &str) -> &'a Value {
+    let stages = status["stages"].as_array().into_iter().flatten();
+    let groups = stages.flat_map(|s| s["groups"].as_array().into_iter().flatten());
+    let members = groups.flat_map(|g| g["members"].as_array().into_iter().flatten());
+    members
+        .into_iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no member {name} in {status:#}"))
+}
+
+#[test]
+fn a_member_its_provider_refuses_for_now_waits_on_the_provider_in_the_run_status() {
+    let dir = tempfile::tempdir().unwrap();
+    // While this file exists, the platform refuses to start b's upgrade: Unavailable.
+    let down = dir.path().join("down");
+    std::fs::write(&down, "b").unwrap();
+    let env = format!("      FAKE_START_UNAVAILABLE: \"{}\"\n", down.display());
+    let config_file = dir.path().join("waverun.yaml");
+    // Observed rarely: no observation moves the engine while b's calls are refused (the run's
+    // status must not be a cached one from before the refusals).
+    std::fs::write(&config_file, config_yaml_with(dir.path(), &env, 3600)).unwrap();
+    let mut config = ServeConfig::resolve(Some(&config_file), Default::default()).unwrap();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.path().join("data");
+    config.module_cache = Some(shared_cache());
+    let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
+    let api = Client::new(&format!("http://{}/api/v1/fleets/default", server.addr()));
+    eventually(30, "the configured members", || {
+        let v = api.get("/members", None).body["value"].clone();
+        (v.as_array()?.len() == 3).then_some(())
+    });
+
+    let run = json!({"properties": {
+        "strategy": {"stages": [{"name": "all", "groups": [{"name": "canary"}, {"name": "rest"}]}]},
+        "managedClusterUpdate": {
+            "upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
+            "nodeImageSelection": {"type": "Latest"},
+        },
+    }});
+    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // b runs, and says what it waits on: the provider's answer, and when it is asked again.
+    let status = eventually(60, "b to wait on its provider", || {
+        let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+        (member(&s, "b")["waitingOn"]["reason"] == "Provider").then_some(s)
+    });
+    let b = member(&status, "b");
+    assert_eq!(b["status"]["state"], "Running", "{b:#}");
+    let message = b["waitingOn"]["message"].as_str().unwrap();
+    // The provider's code and (redacted) message, as the exec provider gives them: its name
+    // and the call first.
+    assert!(
+        message.starts_with(
+            "Unavailable: fake: start-upgrade: b: the platform is down for maintenance"
+        ),
+        "{message}"
+    );
+    assert!(b["waitingOn"]["until"].is_string(), "{b:#}");
+    assert!(
+        member(&status, "a").get("waitingOn").is_none(),
+        "{status:#}"
+    );
+    // Each refusal is seen as it comes, without a step of the engine between them.
+    let again = eventually(30, "b's refusals to be counted", || {
+        let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+        let m = member(&s, "b")["waitingOn"]["message"]
+            .as_str()?
+            .to_string();
+        m.contains("refusals in a row since").then_some(s)
+    });
+    // The CLI's tree says it.
+    let properties = json!({"managedClusterUpdate": run["properties"]["managedClusterUpdate"]});
+    let parsed: waverun_core::RunStatus = serde_json::from_value(again.clone()).unwrap();
+    let tree = waverun_host::cli::tree::render(&waverun_host::cli::tree::RunView {
+        name: "r1",
+        run: &properties,
+        status: &parsed,
+        now: None,
+        approve: &|id: &str| id.to_string(),
+        expected_finish: None,
+        compact: false,
+    });
+    let line = tree
+        .lines()
+        .find(|l| l.contains(" b "))
+        .unwrap_or_else(|| panic!("{tree}"));
+    assert!(
+        line.contains("waiting on: Provider until ")
+            && line.contains(
+                "Unavailable: fake: start-upgrade: b: the platform is down for maintenance"
+            ),
+        "{tree}"
+    );
+
+    // The platform is back: b is upgraded, and waits on nothing any more.
+    std::fs::remove_file(&down).unwrap();
+    let done = eventually(90, "the run to end", || {
+        let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+        let state = s["status"]["state"].as_str()?.to_string();
+        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some(s)
+    });
+    assert_eq!(done["status"]["state"], "Completed", "{done:#}");
+    let b = member(&done, "b");
+    assert_eq!(b["status"]["state"], "Completed", "{b:#}");
+    assert!(b.get("waitingOn").is_none(), "{b:#}");
     server.shutdown().unwrap();
 }

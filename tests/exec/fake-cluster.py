@@ -26,6 +26,9 @@ Misbehaviours, each counted in the state file (so that it happens the given numb
   FAKE_GET_OPERATION_ERRORS   comma-separated codes: the i-th get-operation answers a Failure
                               with the i-th code (saying `retryable: true`, whatever the code)
   FAKE_FORGET_OPERATIONS      if set, get-operation has no trace of any operation (NotFound)
+  FAKE_START_UNAVAILABLE      a file: while it exists, new start-upgrades of the clusters it
+                              names (comma-separated; all if it is empty) answer Unavailable
+                              (`retryAfterSeconds: 1`), not counted
 
 The state file: {"clusters": {ID: {"region", "version", "nodePools": [{"name", "os",
 "nodeImage": {"version"}}], "maintenance"?, "labels"?}}, "operations": {KEY: {...}}}
@@ -204,6 +207,14 @@ def serve(req, operation):
             key = params["idempotencyKey"]
             op = state["operations"].get(key)
             if op is None:
+                unavailable = os.environ.get("FAKE_START_UNAVAILABLE")
+                if unavailable and os.path.exists(unavailable):
+                    with open(unavailable) as u:
+                        names = set(filter(None, u.read().strip().split(",")))
+                    if not names or cid in names:
+                        respond(req, error={"code": "Unavailable", "retryable": True,
+                                            "message": cid + ": the platform is down for maintenance",
+                                            "retryAfterSeconds": 1})
                 if busy:
                     fail(req, "OperationInProgress", cid + ": another upgrade is running", True)
                 if count(state, "preconditionFailures") < int(

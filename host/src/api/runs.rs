@@ -5,7 +5,7 @@ use super::envelope::{self, audit, envelope, page, refuse, respond, store_proble
 use super::envelope::{stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
-use crate::daemon::{Extras, Worker};
+use crate::daemon::{Extras, ProviderWait, Worker};
 use crate::store::{NewAudit, ResourceMeta};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use waverun_core::document;
 use waverun_core::{Command, ManagedClusterUpdate, SkipTarget, UpdateRunSpec, UpdateStrategy};
@@ -120,7 +121,7 @@ fn run_resource(
         .run_modules(&meta.name)
         .map_err(store_problem)?;
     properties["provisioningState"] = json!("Succeeded");
-    properties["status"] = with_gate_ids(fleet, status);
+    properties["status"] = with_provider_waits(with_gate_ids(fleet, status), w.provider_waits());
     if !modules.is_empty() {
         properties["engineModules"] = modules
             .iter()
@@ -163,11 +164,48 @@ fn with_gate_ids(fleet: &str, mut status: Value) -> Value {
     status
 }
 
-/// A run's resource as computed at one engine version: true for as long as the version has not
-/// moved (every step moves it), so a read between steps costs no engine call.
+/// The status tree with what running members wait on at their providers: a member whose
+/// upgrade's provider calls are refused for now, or whose outcome is not known yet, and made
+/// again (the daemon's, not the engine's: `ProviderWait` in daemon/worker.rs) has
+/// `waitingOn: {reason: "Provider", until?, message}` — `until` when the call is made again,
+/// `message` the call and the provider's (redacted) answer. A member the engine already says
+/// waits on something keeps that.
+fn with_provider_waits(mut status: Value, waits: &BTreeMap<String, ProviderWait>) -> Value {
+    if waits.is_empty() {
+        return status;
+    }
+    let stages = status.get_mut("stages").and_then(Value::as_array_mut);
+    for stage in stages.into_iter().flatten() {
+        let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
+        for group in groups.into_iter().flatten() {
+            let members = group.get_mut("members").and_then(Value::as_array_mut);
+            for m in members.into_iter().flatten() {
+                let wait = m["operationId"].as_str().and_then(|id| waits.get(id));
+                let finished = matches!(
+                    m["status"]["state"].as_str(),
+                    Some("Completed" | "Failed" | "Skipped")
+                );
+                let (Some(w), false, None) = (wait, finished, m.get("waitingOn")) else {
+                    continue;
+                };
+                let on = waverun_core::state::WaitingOn {
+                    reason: waverun_core::Reason::Provider,
+                    until: w.until_ms.and_then(chrono::DateTime::from_timestamp_millis),
+                    message: Some(w.message.clone()),
+                };
+                m["waitingOn"] = serde_json::to_value(on).expect("JSON serialises");
+            }
+        }
+    }
+    status
+}
+
+/// A run's resource as computed at one engine version and one version of what members wait on
+/// at their providers: true for as long as neither has moved (every step moves the first, every
+/// provider refusal or recovery the second), so a read between them costs no engine call.
 #[derive(Clone)]
 pub(super) struct CachedRun {
-    version: u64,
+    version: (u64, u64),
     value: Arc<Value>,
     body: axum::body::Bytes,
     /// `body` gzipped, made by the first request that accepts gzip.
@@ -204,7 +242,7 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 impl ApiState {
-    fn cached_run(&self, name: &str, version: u64) -> Option<CachedRun> {
+    fn cached_run(&self, name: &str, version: (u64, u64)) -> Option<CachedRun> {
         let cache = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         cache.get(name).filter(|c| c.version == version).cloned()
     }
@@ -218,7 +256,7 @@ fn current_run(
     fleet: &str,
     meta: &ResourceMeta,
 ) -> Result<CachedRun, Problem> {
-    let version = w.engine().version();
+    let version = (w.engine().version(), w.provider_waits_version());
     if let Some(hit) = st.cached_run(&meta.name, version) {
         return Ok(hit);
     }
@@ -317,7 +355,8 @@ pub(super) async fn show(
 ) -> Result<Response, Problem> {
     st.caller(&fleet, &headers, Need::Read)?;
     // Between steps, the answer is the one computed at the current version: no engine call.
-    if let Some(hit) = st.cached_run(&name, st.daemon.version()) {
+    let version = (st.daemon.version(), st.daemon.provider_waits_version());
+    if let Some(hit) = st.cached_run(&name, version) {
         return Ok(cached_response(&hit, &headers));
     }
     let f = fleet.clone();

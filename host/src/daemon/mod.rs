@@ -29,4 +29,4 @@ pub use fleet_engine::{Applied, DaemonError, Extras, FleetEngine, Provisioned};
 pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
 pub use metrics::Metrics;
 pub use step::{Outbox, StepJournal};
-pub use worker::{Daemon, Gone, Providers, Worker};
+pub use worker::{Daemon, Gone, ProviderWait, Providers, Worker};

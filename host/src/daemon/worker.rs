@@ -26,6 +26,7 @@ use crate::providers::{ProviderError, ProviderErrorCode, Started, UpgradeRequest
 use crate::runtime::host::Clock;
 use crate::store::{OperationRow, OperationState, OperationUpdate};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -98,8 +99,28 @@ pub struct Worker {
     lost: BTreeMap<String, u32>,
     /// When each upgrade in flight started (fleet time), for the duration histogram.
     upgrade_started: BTreeMap<String, waverun_core::Timestamp>,
+    /// What each operation waits on at its provider, while its calls are made again.
+    waits: BTreeMap<String, ProviderWait>,
+    /// Moved at every change of `waits` (the API's run cache is keyed by it).
+    waits_version: Arc<AtomicU64>,
     /// The last committed event's sequence number, for the SSE streams.
     events: tokio::sync::watch::Sender<u64>,
+}
+
+/// Why an operation's provider calls are being made again, for the run's status tree
+/// (`waitingOn` `Provider` on its member): host-side, never the engine's. Set where a call is
+/// refused for now (or its outcome is not known) and retried, dropped at the next successful
+/// call and when the operation ends. The message is the provider's answer as
+/// [`ProviderError`]'s `Display` gives it: an exec provider's output is redacted before it
+/// becomes one (`providers/exec.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderWait {
+    /// What the daemon is doing about it, and the provider's last answer.
+    pub message: String,
+    /// When the first refusal in a row came (fleet ms).
+    pub since_ms: i64,
+    /// When the call is made again (fleet ms), when known.
+    pub until_ms: Option<i64>,
 }
 
 /// A provider's refusals of one operation's calls since its last successful call.
@@ -143,6 +164,45 @@ impl Worker {
     /// The fleet clock.
     pub fn clock(&self) -> &FleetClock {
         &self.clock
+    }
+
+    /// What operations wait on at their providers, by operation id.
+    pub fn provider_waits(&self) -> &BTreeMap<String, ProviderWait> {
+        &self.waits
+    }
+
+    /// The version of [`Worker::provider_waits`]: it moves at every change.
+    pub fn provider_waits_version(&self) -> u64 {
+        self.waits_version.load(Ordering::SeqCst)
+    }
+
+    /// The operation `id` waits on its provider: `message`; the call is made again after
+    /// `wait` (real time), if known.
+    fn waiting(&mut self, id: &str, message: String, wait: Option<Duration>) {
+        let now = self.clock.now_ms();
+        let until_ms = wait.map(|d| now + (d.as_secs_f64() * 1000.0 * self.clock.scale()) as i64);
+        let since_ms = self.waits.get(id).map_or(now, |w| w.since_ms);
+        let streak = self.refusals.get(id).map_or(0, |r| r.streak);
+        let mut message = message;
+        if streak > 1 {
+            let since = chrono::DateTime::from_timestamp_millis(since_ms).unwrap_or_default();
+            let since = since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            message.push_str(&format!(" ({streak} refusals in a row since {since})"));
+        }
+        let w = ProviderWait {
+            message,
+            since_ms,
+            until_ms,
+        };
+        self.waits.insert(id.to_string(), w);
+        self.waits_version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The operation `id`'s provider answered: it waits on it no more.
+    fn answered(&mut self, id: &str) {
+        if self.waits.remove(id).is_some() {
+            self.waits_version.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// An operator command: one step, then its operations go out.
@@ -261,6 +321,7 @@ impl Worker {
 
     /// Drops what the worker keeps about an operation that ended.
     fn forget(&mut self, id: &str) {
+        self.answered(id);
         self.refusals.remove(id);
         self.unseen_since.remove(id);
         self.lost.remove(id);
@@ -341,6 +402,7 @@ impl Worker {
         match result {
             Ok(s) => {
                 self.refusals.remove(&id);
+                self.answered(&id);
                 self.record(OperationUpdate {
                     id: id.clone(),
                     state: OperationState::Sent,
@@ -361,6 +423,8 @@ impl Worker {
                     attempted: true,
                 });
                 let wait = self.retry_wait(&id, &e);
+                let why = refused("start-upgrade", &e);
+                self.waiting(&id, why, Some(wait));
                 self.after(&id, Due::Poll, wait);
             }
             Err(e) if self.may_retry(&id, &e) => {
@@ -375,10 +439,16 @@ impl Worker {
                     // The cluster changed since it was described: describe it again, then
                     // send once more.
                     tracing::info!(operation = %id, error = %e, "start-upgrade's precondition failed; describing the cluster again");
+                    let why = format!(
+                        "{} (describing the cluster again)",
+                        refused("start-upgrade", &e)
+                    );
+                    self.waiting(&id, why, None);
                     self.describe(id, Redescribe::Precondition);
                 } else {
                     tracing::info!(operation = %id, error = %e, "start-upgrade refused for now; retrying");
                     let wait = self.retry_wait(&id, &e);
+                    self.waiting(&id, refused("start-upgrade", &e), Some(wait));
                     self.after(&id, Due::Send, wait);
                 }
             }
@@ -418,6 +488,7 @@ impl Worker {
             Ok(r) => {
                 self.refusals.remove(&id);
                 self.unseen_since.remove(&id);
+                self.answered(&id);
                 self.adopt(&id, &r);
                 self.on_phase(&id, r.phase, r.message, r.poll_after_seconds)
             }
@@ -451,6 +522,7 @@ impl Worker {
             Err(e) if self.may_retry(&id, &e) => {
                 tracing::info!(operation = %id, error = %e, "get-operation failed; asking again");
                 let wait = self.retry_wait(&id, &e);
+                self.waiting(&id, refused("get-operation", &e), Some(wait));
                 self.after(&id, Due::Poll, wait);
             }
             Err(e) => {
@@ -539,6 +611,10 @@ impl Worker {
                 } else {
                     let left = ((grace - waited) as u64).div_ceil(1000);
                     let wait = self.clock.real_span(left.max(1)).max(MIN_REAL_RETRY);
+                    let why = "the provider has no trace of a start whose outcome is unknown; \
+                        asking again, then sending it again under the same key"
+                        .to_string();
+                    self.waiting(&id, why, Some(wait));
                     self.after(&id, Due::Poll, wait);
                 }
             }
@@ -653,6 +729,17 @@ impl Worker {
     }
 }
 
+/// A refused call as the status tree shows it: the provider's answer (`Code: message`), after
+/// the call's name unless the answer names it already (an exec provider's does:
+/// `PROVIDER: OPERATION: ...`).
+fn refused(call: &str, e: &ProviderError) -> String {
+    if e.message.contains(&format!("{call}: ")) {
+        e.to_string()
+    } else {
+        format!("{call}: {e}")
+    }
+}
+
 /// What a refusal that is not retried again says beyond its code and message.
 fn gave_up(e: &ProviderError) -> String {
     match (e.code, e.code.retries()) {
@@ -696,6 +783,7 @@ pub struct Daemon {
     tx: Sender<Msg>,
     events: tokio::sync::watch::Receiver<u64>,
     version: Arc<std::sync::atomic::AtomicU64>,
+    waits_version: Arc<AtomicU64>,
     thread: Option<JoinHandle<Result<(), DaemonError>>>,
 }
 
@@ -720,6 +808,8 @@ impl Daemon {
         let last = engine.stored().last_event_seq().unwrap_or(0);
         let (events, events_rx) = tokio::sync::watch::channel(last);
         let version = engine.version_handle();
+        let waits_version = Arc::new(AtomicU64::new(0));
+        let worker_waits_version = waits_version.clone();
         let thread = std::thread::Builder::new()
             .name("waverun-engine".to_string())
             .spawn(move || {
@@ -735,6 +825,8 @@ impl Daemon {
                     unseen_since: BTreeMap::new(),
                     lost: BTreeMap::new(),
                     upgrade_started: BTreeMap::new(),
+                    waits: BTreeMap::new(),
+                    waits_version: worker_waits_version,
                     events,
                 };
                 let unfinished = w.engine.unfinished_operations()?;
@@ -748,6 +840,7 @@ impl Daemon {
             tx,
             events: events_rx,
             version,
+            waits_version,
             thread: Some(thread),
         }
     }
@@ -760,6 +853,12 @@ impl Daemon {
     /// The engine state's version ([`FleetEngine::version`]), read without the engine thread.
     pub fn version(&self) -> u64 {
         self.version.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The version of what operations wait on at their providers
+    /// ([`Worker::provider_waits`]), read without the engine thread: it moves at every change.
+    pub fn provider_waits_version(&self) -> u64 {
+        self.waits_version.load(Ordering::SeqCst)
     }
 
     /// Runs `f` on the engine thread and waits for its answer.
