@@ -760,6 +760,7 @@ fn watch(ctx: &Ctx, name: &str, out: &mut dyn Write) -> Result<(), CliError> {
     let mut clock = fleet_now(ctx).map(|n| (n, Instant::now()));
     let mut finish = forecast_finish(ctx, name);
     let mut last_forecast = Instant::now();
+    let mut last_read = Instant::now();
     let mut note = String::new();
     loop {
         let now = clock.map(|(n, at)| FleetNow {
@@ -805,6 +806,7 @@ fn watch(ctx: &Ctx, name: &str, out: &mut dyn Write) -> Result<(), CliError> {
                     }
                 }
                 run = ctx.client.get(&path(name))?.body;
+                last_read = Instant::now();
                 if last_forecast.elapsed() > Duration::from_secs(10) {
                     finish = forecast_finish(ctx, name);
                     clock = fleet_now(ctx).map(|n| (n, Instant::now()));
@@ -812,7 +814,13 @@ fn watch(ctx: &Ctx, name: &str, out: &mut dyn Write) -> Result<(), CliError> {
                 }
             }
             Some(StreamNote::Lost(why)) => note = format!("event stream lost: {why}; reconnecting"),
-            None => {} // a second passed: the countdowns move
+            // A second passed: the countdowns move; now and then the run is read again, for
+            // what changes without an event (a member waiting on its provider, retried).
+            None if last_read.elapsed() >= Duration::from_secs(5) => {
+                run = ctx.client.get(&path(name))?.body;
+                last_read = Instant::now();
+            }
+            None => {}
         }
     }
 }

@@ -243,11 +243,14 @@ export async function render(ctx, root, params) {
     });
   }
 
-  async function reload() {
+  /** @param {boolean} [ifChanged] redraw only if the run changed (its ETag) */
+  async function reload(ifChanged = false) {
     try {
       const r = await ctx.api.get(`/updateRuns/${encodeURIComponent(name)}`);
+      const tag = r.etag || r.body.eTag || "";
+      if (ifChanged && tag === etag) return;
       run = r.body;
-      etag = r.etag || run.eTag || "";
+      etag = tag;
       redraw();
     } catch (e) {
       replace(messages, notice("error", describe(e)));
@@ -446,6 +449,11 @@ export async function render(ctx, root, params) {
     }
   }, 1000);
   const refreshForecast = setInterval(forecastSoon, 20_000);
+  // What changes without an event (a member waiting on its provider, retried): read again now
+  // and then while the run is not done.
+  const reread = setInterval(() => {
+    if (!DONE.has(run.properties.status?.status.state ?? "")) void reload(true);
+  }, 5_000);
   function drawHeadCountdown() {
     const w = run.properties.status?.waitingOn;
     const dd = head.querySelector("dd.wait");
@@ -455,6 +463,7 @@ export async function render(ctx, root, params) {
     off();
     clearInterval(tick);
     clearInterval(refreshForecast);
+    clearInterval(reread);
     clearTimeout(reloadTimer);
     clearTimeout(forecastTimer);
     left = true;
