@@ -135,10 +135,7 @@ fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
             "nodeImageSelection": {"type": "Latest"},
         },
     }});
-    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
-    assert_eq!(r.status, 201, "{}", r.body);
-    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
-    assert_eq!(r.status, 200, "{}", r.body);
+    create_and_start(&api, &run);
     let done = eventually(90, "the run to end", || {
         let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
         let state = s["status"]["state"].as_str()?.to_string();
@@ -252,10 +249,7 @@ fn a_member_its_provider_refuses_for_now_waits_on_the_provider_in_the_run_status
             "nodeImageSelection": {"type": "Latest"},
         },
     }});
-    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
-    assert_eq!(r.status, 201, "{}", r.body);
-    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
-    assert_eq!(r.status, 200, "{}", r.body);
+    create_and_start(&api, &run);
 
     // b runs, and says what it waits on: the provider's answer, and when it is asked again.
     let status = eventually(60, "b to wait on its provider", || {
@@ -322,4 +316,12 @@ fn a_member_its_provider_refuses_for_now_waits_on_the_provider_in_the_run_status
     assert_eq!(b["status"]["state"], "Completed", "{b:#}");
     assert!(b.get("waitingOn").is_none(), "{b:#}");
     server.shutdown().unwrap();
+}
+
+/// Creates run `r1` from `run` and starts it.
+fn create_and_start(api: &Client, run: &Value) {
+    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -347,6 +347,16 @@ fn half_open(addr: &str, from: &str, n: usize) -> Vec<TcpStream> {
         .collect()
 }
 
+/// An IPv4 socket address as the C calls take it.
+fn sockaddr_in(ip: std::net::Ipv4Addr, port: u16) -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain data; all zeroes is a valid value of it.
+    let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    a.sin_family = libc::AF_INET as u16;
+    a.sin_port = port.to_be();
+    a.sin_addr.s_addr = u32::from(ip).to_be();
+    a
+}
+
 /// A TCP connection to `addr` bound to the loopback address `from` first.
 fn socket2_connect(from: &str, addr: &str) -> Option<TcpStream> {
     use std::os::fd::FromRawFd;
@@ -360,26 +370,10 @@ fn socket2_connect(from: &str, addr: &str) -> Option<TcpStream> {
             return None;
         }
         let stream = TcpStream::from_raw_fd(fd);
-        let mut local: libc::sockaddr_in = std::mem::zeroed();
-        local.sin_family = libc::AF_INET as u16;
-        local.sin_addr.s_addr = u32::from(from).to_be();
-        if libc::bind(
-            fd,
-            &local as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as u32,
-        ) != 0
-        {
-            return None;
-        }
-        let mut remote: libc::sockaddr_in = std::mem::zeroed();
-        remote.sin_family = libc::AF_INET as u16;
-        remote.sin_port = to.port().to_be();
-        remote.sin_addr.s_addr = u32::from(*to.ip()).to_be();
-        if libc::connect(
-            fd,
-            &remote as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as u32,
-        ) != 0
+        let (local, remote) = (sockaddr_in(from, 0), sockaddr_in(*to.ip(), to.port()));
+        let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+        if libc::bind(fd, &local as *const _ as *const libc::sockaddr, len) != 0
+            || libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len) != 0
         {
             return None;
         }

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { spawn, execFileSync, execSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
-import { createServer } from "node:net";
+import { freePort } from "../harness.mjs";
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -23,17 +23,6 @@ const sha = (t) => createHash("sha256").update(t).digest("hex");
 
 let dir, daemon, base, browser, ca;
 const logs = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** GET over https trusting only the test CA: the status, or 0 when nothing answered. */
 function get(url) {

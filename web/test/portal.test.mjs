@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "../harness.mjs";
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -54,17 +54,6 @@ const STRATEGY = `stages:
 
 let dir, daemon, base, browser;
 const logs = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function startDaemon() {
   daemon = spawn(bin, ["serve", "--config", join(dir, "waverun.yaml")], { stdio: ["ignore", "pipe", "pipe"] });
