@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod daemon;
 pub mod portal;
 pub mod providers;
@@ -90,7 +91,7 @@ pub fn read_document(path: &Path) -> Result<String, String> {
 
 /// Real (system) time now, RFC 3339 with milliseconds: systemData and the audit log.
 pub fn now_rfc3339() -> String {
-    let ms = runtime::host::Clock::now_ms(&runtime::host::SystemClock);
+    let ms = clock::Clock::now_ms(&clock::SystemClock);
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

@@ -5,7 +5,7 @@
 use super::auth::{Caller, Need};
 use super::problem::Problem;
 use super::ApiState;
-use crate::daemon::{Extras, Worker};
+use crate::daemon::{StepWrites, Worker};
 use crate::store::{NewAudit, ResourceMeta};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -188,9 +188,9 @@ pub(super) fn refused(mut a: NewAudit, problem: &Problem) -> NewAudit {
 /// A request refused before it reached the engine (a failed precondition, a gate that does
 /// not exist): its audit entry is written alone, and the problem returned.
 pub(super) fn refuse(w: &mut Worker, entry: NewAudit, problem: Problem) -> Problem {
-    let audited = w.engine().record(Extras {
+    let audited = w.engine().record(StepWrites {
         audit: Some(refused(entry, &problem)),
-        ..Extras::default()
+        ..StepWrites::default()
     });
     if let Err(e) = audited {
         tracing::error!(error = %e, "writing the audit entry of a refused request failed");
@@ -301,10 +301,10 @@ pub(super) async fn delete_stored(
         if let Err(p) = check {
             return Err(refuse(w, entry, p));
         }
-        let extras = Extras {
+        let extras = StepWrites {
             audit: Some(entry),
             deleted_resources: vec![(kind.to_string(), name.clone())],
-            ..Extras::default()
+            ..StepWrites::default()
         };
         w.command_step(&command, extras)
             .map_err(|e| Problem::daemon(&e, &super::problem::under_properties))?;

@@ -6,7 +6,7 @@
 use super::envelope::{self, audit, refuse, respond, Preconditions};
 use super::problem::Problem;
 use super::{json_body, ApiState, Caller, Need};
-use crate::daemon::Extras;
+use crate::daemon::StepWrites;
 use crate::runtime::{InstanceConfig, PluginHost};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -66,9 +66,9 @@ pub(super) async fn put_freezes(
             if let Err(p) = pre.check(Some(&current)) {
                 return Err(refuse(w, entry, p));
             }
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
-                ..Extras::default()
+                ..StepWrites::default()
             };
             let command = Command::SetFreezes { freezes: b.freezes };
             w.command_step(&command, extras)
@@ -187,7 +187,7 @@ async fn fleet_resource(st: &ApiState, caller: &Caller) -> Result<Value, Problem
                 .last_event_seq()
                 .map_err(super::envelope::store_problem)?;
             Ok((
-                crate::runtime::host::Clock::now_ms(&clock),
+                crate::clock::Clock::now_ms(&clock),
                 clock.scale(),
                 last_event,
             ))

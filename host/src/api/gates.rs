@@ -6,7 +6,7 @@
 use super::envelope::{self, audit, page, refuse, respond, store_problem, Paging};
 use super::problem::Problem;
 use super::{json_body, ApiState, Need};
-use crate::daemon::{Extras, Worker};
+use crate::daemon::{StepWrites, Worker};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -325,9 +325,9 @@ async fn approve_gate(
                 },
                 by: Some(caller.name.clone()),
             };
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
-                ..Extras::default()
+                ..StepWrites::default()
             };
             w.command_step(&command, extras)
                 .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;

@@ -8,7 +8,7 @@ use super::envelope::{self, audit, delete_stored, list_stored, refuse, show_stor
 use super::envelope::{store_problem, stored_body, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
-use crate::daemon::{Extras, MemberBinding, Worker, MEMBERS};
+use crate::daemon::{MemberBinding, StepWrites, Worker, MEMBERS};
 use crate::providers::{ProviderError, ProviderErrorCode};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -254,9 +254,9 @@ async fn write(
                 Ok(d) => d,
                 Err(p) => return Err(refuse(w, entry, p)),
             };
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
-                ..Extras::default()
+                ..StepWrites::default()
             };
             let meta = w
                 .register_member(&binding, &d, &caller.name, extras)

@@ -92,7 +92,7 @@ pub const STREAMS: usize = 2_000;
 impl ApiState {
     /// The API of the fleet `fleet`, run by `daemon`, for the callers `auth` knows.
     pub fn new(daemon: Arc<Daemon>, fleet: &str, auth: Auth) -> ApiState {
-        let boot = crate::runtime::host::SystemClock.now_ms() as u64;
+        let boot = crate::clock::SystemClock.now_ms() as u64;
         // The store's read connections are opened through the engine thread, which owns the
         // store; used without it from then on.
         let readers = daemon
@@ -235,7 +235,7 @@ impl ApiState {
     }
 }
 
-use crate::runtime::host::Clock;
+use crate::clock::Clock;
 
 /// A query string, or a 400 problem naming the parameter at fault (never axum's plain-text
 /// rejection).
@@ -564,7 +564,7 @@ impl ApiState {
                 if w.engine().stored().audited(&entry.key).unwrap_or(false) {
                     return Ok(());
                 }
-                w.engine().record(crate::daemon::Extras {
+                w.engine().record(crate::daemon::StepWrites {
                     audit: Some(entry),
                     ..Default::default()
                 })

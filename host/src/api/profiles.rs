@@ -8,7 +8,7 @@ use super::envelope::{self, audit, envelope, list_stored, refuse, show_stored};
 use super::envelope::{store_problem, stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
-use crate::daemon::{Extras, Worker};
+use crate::daemon::{StepWrites, Worker};
 use crate::store::ResourceMeta;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -203,10 +203,10 @@ pub(super) async fn put(
                 return Err(refuse(w, entry, p));
             }
             let meta = written(KIND, &name, &caller, existing.as_ref(), &properties);
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
                 resources: vec![meta.clone()],
-                ..Extras::default()
+                ..StepWrites::default()
             };
             w.command_step(&Command::UpsertProfile { profile }, extras)
                 .map_err(|e| Problem::daemon(&e, &profile_path))?;
@@ -231,10 +231,10 @@ pub(super) async fn delete(
         if let Err(p) = exists_as_shown(w, &fleet, &name, &pre) {
             return Err(refuse(w, entry, p));
         }
-        let extras = Extras {
+        let extras = StepWrites {
             audit: Some(entry),
             deleted_resources: vec![(KIND.to_string(), name.clone())],
-            ..Extras::default()
+            ..StepWrites::default()
         };
         let command = Command::DeleteProfile { name: name.clone() };
         w.command_step(&command, extras)
@@ -283,9 +283,9 @@ pub(super) async fn generate(
                     let command = Command::GenerateUpdateRun {
                         profile: name.clone(),
                     };
-                    let extras = Extras {
+                    let extras = StepWrites {
                         audit: Some(entry),
-                        ..Extras::default()
+                        ..StepWrites::default()
                     };
                     w.command_step(&command, extras)
                         .map_err(|e| Problem::daemon(&e, &profile_path))?;
@@ -293,9 +293,9 @@ pub(super) async fn generate(
                 }
                 Some("Existing") => {
                     w.engine()
-                        .record(Extras {
+                        .record(StepWrites {
                             audit: Some(entry),
-                            ..Extras::default()
+                            ..StepWrites::default()
                         })
                         .map_err(|e| Problem::daemon(&e, &profile_path))?;
                     Ok(preview["run"].as_str().map(str::to_string))
@@ -304,9 +304,9 @@ pub(super) async fn generate(
                     let mut entry = entry;
                     entry.detail = preview["message"].as_str().map(str::to_string);
                     w.engine()
-                        .record(Extras {
+                        .record(StepWrites {
                             audit: Some(entry),
-                            ..Extras::default()
+                            ..StepWrites::default()
                         })
                         .map_err(|e| Problem::daemon(&e, &profile_path))?;
                     Ok(None)

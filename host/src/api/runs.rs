@@ -5,7 +5,7 @@ use super::envelope::{self, audit, envelope, page, refuse, respond, store_proble
 use super::envelope::{stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
-use crate::daemon::{Extras, ProviderWait, Worker};
+use crate::daemon::{ProviderWait, StepWrites, Worker};
 use crate::store::{NewAudit, ResourceMeta};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -456,10 +456,10 @@ pub(super) async fn put(
                 Command::CreateRun { run: spec }
             };
             let meta = written(KIND, &name, &caller, existing.as_ref(), &properties);
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
                 resources: vec![meta.clone()],
-                ..Extras::default()
+                ..StepWrites::default()
             };
             w.command_step(&command, extras)
                 .map_err(|e| Problem::daemon(&e, &run_path))?;
@@ -608,10 +608,10 @@ async fn retry(
             let mut properties = stored_body(&from);
             properties["retryOf"] = json!(envelope::resource_id(&f, KIND, &name));
             let meta = written(KIND, &new_name, &caller, None, &properties);
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
                 resources: vec![meta.clone()],
-                ..Extras::default()
+                ..StepWrites::default()
             };
             let command = Command::CreateRetryRun {
                 name: new_name.clone(),
@@ -704,9 +704,9 @@ async fn action(
                 &request_id,
             );
             let (meta, entry) = checked(w, &f, &name, &pre, entry)?;
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
-                ..Extras::default()
+                ..StepWrites::default()
             };
             w.command_step(&command, extras)
                 .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
@@ -729,10 +729,10 @@ pub(super) async fn delete(
     st.engine(move |w| {
         let entry = audit(&caller, "updateRuns.delete", &target, &request_id);
         let (_, entry) = checked(w, &f, &name, &pre, entry)?;
-        let extras = Extras {
+        let extras = StepWrites {
             audit: Some(entry),
             deleted_resources: vec![(KIND.to_string(), name.clone())],
-            ..Extras::default()
+            ..StepWrites::default()
         };
         w.command_step(&Command::DeleteRun { name }, extras)
             .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;

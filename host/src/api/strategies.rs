@@ -5,7 +5,7 @@ use super::envelope::{self, audit, delete_stored, envelope, list_stored, refuse}
 use super::envelope::{store_problem, stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
-use crate::daemon::Extras;
+use crate::daemon::StepWrites;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -76,10 +76,10 @@ pub(super) async fn put(
                 name: name.clone(),
                 strategy,
             };
-            let extras = Extras {
+            let extras = StepWrites {
                 audit: Some(entry),
                 resources: vec![meta.clone()],
-                ..Extras::default()
+                ..StepWrites::default()
             };
             w.command_step(&command, extras)
                 .map_err(|e| Problem::daemon(&e, &under_properties))?;

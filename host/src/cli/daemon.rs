@@ -154,7 +154,7 @@ pub(super) fn demo(
     init_demo_logs(&log_path)?;
     let fleet_path = data_dir.join("demo-fleet.json");
     if !fleet_path.exists() {
-        let now = crate::runtime::host::Clock::now_ms(&crate::runtime::SystemClock);
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let today = chrono::DateTime::from_timestamp_millis(now - now.rem_euclid(86_400_000))
             .unwrap_or_default();
         let file = serde_json::to_string_pretty(&demo::fleet_file(today))?;

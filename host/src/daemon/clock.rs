@@ -4,7 +4,7 @@
 //! continues from where the old one had got to. It never goes backwards within a process (it is
 //! read from a monotonic clock after the start).
 
-use crate::runtime::host::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock};
 use crate::store::{meta, Store, StoreError};
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,8 @@
 
 use super::metrics::Metrics;
 use super::step::{Outbox, Pending, SharedReader, StepJournal};
-use crate::runtime::host::{Clock, PluginHost};
+use crate::clock::Clock;
+use crate::runtime::host::PluginHost;
 use crate::runtime::{InitReport, InstanceConfig, PluginError, PluginInstance, PluginModule};
 use crate::store::{
     NewAudit, NewEvent, OperationRow, OperationState, OperationUpdate, ResourceMeta, Step, Store,
@@ -54,7 +55,7 @@ impl From<StoreError> for DaemonError {
 
 /// An event as committed: its sequence number in the event log (the SSE id) and the event.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Provisioned {
+pub struct CommittedEvent {
     /// The event log's sequence number.
     pub seq: u64,
     /// The event.
@@ -66,14 +67,14 @@ pub struct Provisioned {
 #[derive(Clone, Debug, Default)]
 pub struct Applied {
     /// The step's events, with their sequence numbers.
-    pub events: Vec<Provisioned>,
+    pub events: Vec<CommittedEvent>,
     /// Operations to hand to their providers.
     pub operations: Vec<OperationRow>,
 }
 
 /// What the API writes in a command's step beside the engine's input.
 #[derive(Clone, Debug, Default)]
-pub struct Extras {
+pub struct StepWrites {
     /// The request's audit entry (its outcome is set to the refusal's code if refused).
     pub audit: Option<NewAudit>,
     /// Resource metadata written.
@@ -166,7 +167,7 @@ impl FleetEngine {
             stamped: Default::default(),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
-        let applied = engine.commit(init.events, None, Extras::default())?;
+        let applied = engine.commit(init.events, None, StepWrites::default())?;
         Ok((engine, applied))
     }
 
@@ -221,9 +222,9 @@ impl FleetEngine {
     ) -> Result<Applied, DaemonError> {
         self.command_step(
             command,
-            Extras {
+            StepWrites {
                 audit,
-                ..Extras::default()
+                ..StepWrites::default()
             },
         )
     }
@@ -234,7 +235,7 @@ impl FleetEngine {
     pub fn command_step(
         &mut self,
         command: &Command,
-        extras: Extras,
+        extras: StepWrites,
     ) -> Result<Applied, DaemonError> {
         let r = self.call("command", |i| i.command(command));
         self.finish_with(r, None, extras)
@@ -242,7 +243,7 @@ impl FleetEngine {
 
     /// A step with no engine input: an audit entry for a request refused before it reached
     /// the engine (a failed precondition), or metadata alone.
-    pub fn record(&mut self, extras: Extras) -> Result<(), DaemonError> {
+    pub fn record(&mut self, extras: StepWrites) -> Result<(), DaemonError> {
         let step = Step {
             audit: extras.audit.into_iter().collect(),
             resources: extras.resources,
@@ -256,7 +257,7 @@ impl FleetEngine {
     /// An observation (an upgrade's result, a member observed) as one step. A result marks its
     /// operation `done` in the same transaction.
     pub fn deliver(&mut self, observation: &Observation) -> Result<Applied, DaemonError> {
-        self.deliver_step(observation, Extras::default())
+        self.deliver_step(observation, StepWrites::default())
     }
 
     /// An observation with what the daemon writes beside it (a member's observed status), as
@@ -264,7 +265,7 @@ impl FleetEngine {
     pub fn deliver_step(
         &mut self,
         observation: &Observation,
-        extras: Extras,
+        extras: StepWrites,
     ) -> Result<Applied, DaemonError> {
         let done = match observation {
             Observation::UpgradeSucceeded { operation_id }
@@ -284,7 +285,7 @@ impl FleetEngine {
     /// Time passed: the timers due now fire, as one step.
     pub fn wake(&mut self) -> Result<Applied, DaemonError> {
         let r = self.call("wake", |i| i.wake());
-        self.finish_with(r, None, Extras::default())
+        self.finish_with(r, None, StepWrites::default())
     }
 
     /// When the engine next needs waking.
@@ -403,7 +404,7 @@ impl FleetEngine {
         &mut self,
         result: Result<Vec<Event>, DaemonError>,
         done: Option<OperationUpdate>,
-        extras: Extras,
+        extras: StepWrites,
     ) -> Result<Applied, DaemonError> {
         match result {
             Ok(events) => self.commit(events, done, extras),
@@ -416,9 +417,9 @@ impl FleetEngine {
                         a.detail = Some(g.message.clone());
                         a
                     });
-                    let extras = Extras {
+                    let extras = StepWrites {
                         audit,
-                        ..Extras::default()
+                        ..StepWrites::default()
                     };
                     self.commit(events, None, extras)?;
                     Err(DaemonError::refused(PluginError::Guest(g)))
@@ -510,7 +511,7 @@ impl FleetEngine {
         &mut self,
         events: Vec<Event>,
         done: Option<OperationUpdate>,
-        extras: Extras,
+        extras: StepWrites,
     ) -> Result<Applied, DaemonError> {
         let mut step = self.pending.take();
         let mut events = events;
@@ -543,7 +544,7 @@ impl FleetEngine {
                 let events = events
                     .into_iter()
                     .zip(c.first_event_seq.unwrap_or(0)..)
-                    .map(|(event, seq)| Provisioned { seq, event })
+                    .map(|(event, seq)| CommittedEvent { seq, event })
                     .collect();
                 let mut operations = Vec::new();
                 for id in new_ids {

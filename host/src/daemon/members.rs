@@ -4,7 +4,7 @@
 //! the member resource it is stored as, and [`observe_members`], which describes every member
 //! again (at start and periodically) so the engine's view of versions stays true.
 
-use super::{Daemon, Extras, Worker};
+use super::{Daemon, StepWrites, Worker};
 use crate::providers::{ClusterTarget, Described, Provider};
 use crate::store::ResourceMeta;
 use serde::{Deserialize, Serialize};
@@ -161,7 +161,7 @@ impl Worker {
         binding: &MemberBinding,
         d: &Described,
         by: &str,
-        extras: Extras,
+        extras: StepWrites,
     ) -> Result<ResourceMeta, super::DaemonError> {
         let existing = self.engine().stored().resource(MEMBERS, &binding.name)?;
         let meta = member_resource(binding, d, by, existing.as_ref());
@@ -199,9 +199,9 @@ impl Worker {
         };
         let mut meta = meta;
         meta.last_modified_at = existing.last_modified_at.clone();
-        let extras = Extras {
+        let extras = StepWrites {
             resources: vec![meta],
-            ..Extras::default()
+            ..StepWrites::default()
         };
         if scheduling(&before) != scheduling(&after) {
             // Windows, region or labels changed: the engine's member is replaced (a changed
@@ -336,7 +336,7 @@ pub fn observe_releases(
             }
             let r = region.clone();
             let delivered = daemon.call(move |w| {
-                let now = crate::runtime::host::Clock::now_ms(w.clock());
+                let now = crate::clock::Clock::now_ms(w.clock());
                 let mut ok = Vec::new();
                 for (kubernetes, rel) in new {
                     let since = rel

@@ -10,8 +10,11 @@
 //! - [`StepJournal`] and [`Outbox`]: the plugin host's persistence and cluster provider in the
 //!   daemon. They do not write or call anything themselves: they collect the step.
 //! - [`Daemon`]: the engine thread ([`Worker`]) that runs the fleet in real (or scaled,
-//!   [`FleetClock`]) time: it sends recorded operations to their [`crate::providers`], polls
-//!   them, delivers their results, and wakes the engine when its timers are due.
+//!   [`FleetClock`]) time: the mailbox of API jobs and provider answers, the engine's steps,
+//!   and its timers.
+//! - [`Lifecycle`]: what happens to each operation the engine asked for — sent, polled, retried,
+//!   adopted after a restart, ended — as a pure state machine on fleet time; the worker carries
+//!   out its actions through the [`crate::providers`].
 //! - [`MemberBinding`]: a member as config or the API binds it to a cluster, joined with what
 //!   its provider describes; [`observe_members`] describes them again so versions stay true.
 //!
@@ -21,12 +24,14 @@ mod clock;
 mod fleet_engine;
 mod members;
 mod metrics;
+mod operations;
 mod step;
 mod worker;
 
 pub use clock::FleetClock;
-pub use fleet_engine::{Applied, DaemonError, Extras, FleetEngine, Provisioned};
+pub use fleet_engine::{Applied, CommittedEvent, DaemonError, FleetEngine, StepWrites};
 pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
 pub use metrics::Metrics;
+pub use operations::{Action, CallTo, Lifecycle, Policy, ProviderWait, Tracked};
 pub use step::{Outbox, StepJournal};
-pub use worker::{Daemon, Gone, ProviderWait, Providers, Worker};
+pub use worker::{Daemon, Gone, Providers, Worker};

@@ -209,7 +209,7 @@ impl ExecProvider {
         let mut p = ExecProvider {
             config,
             calls: AtomicU64::new(0),
-            boot: crate::runtime::host::Clock::now_ms(&crate::runtime::host::SystemClock) as u64,
+            boot: crate::clock::Clock::now_ms(&crate::clock::SystemClock) as u64,
             api_version: API_VERSION,
             caps: Capabilities::default(),
             limits: Limits::default(),
@@ -333,7 +333,7 @@ impl ExecProvider {
         let _slot = self.caps.max_concurrency.map(|n| self.limits.enter("", n));
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let request_id = format!("{:x}-{n}", self.boot);
-        let now = crate::runtime::host::Clock::now_ms(&crate::runtime::host::SystemClock);
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let deadline_ms = now.saturating_add(timeout.as_millis().min(i64::MAX as u128) as i64);
         let deadline_text = chrono::DateTime::from_timestamp_millis(deadline_ms)
             .unwrap_or_default()

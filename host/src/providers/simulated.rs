@@ -8,7 +8,7 @@
 
 use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
 use super::{ProviderError, ProviderErrorCode, Started, UpgradeRequest};
-use crate::runtime::host::Clock;
+use crate::clock::Clock;
 use crate::store::StoreError;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;

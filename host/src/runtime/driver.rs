@@ -1,6 +1,6 @@
 //! The plugin as an [`EngineDriver`]: the simulator drives the engine inside wasmtime exactly
 //! as it drives the native one, so the two can be compared byte for byte. The plugin's cluster
-//! provider is the simulated fleet itself ([`SimulatedCluster`]): the guest submits its
+//! provider is the simulated fleet itself ([`SimulatedClusterCalls`]): the guest submits its
 //! upgrades there, and the simulation's clock takes their results from there.
 
 use super::error::PluginError;
@@ -21,16 +21,16 @@ pub type PluginSimulation = Simulation<PluginDriver, SharedFleet>;
 /// at the virtual clock's time is in flight on the fleet from that moment; a query asks the
 /// fleet whether it ever took the operation. Clones share the fleet and the query log.
 #[derive(Clone, Debug)]
-pub struct SimulatedCluster {
+pub struct SimulatedClusterCalls {
     fleet: SharedFleet,
     clock: ManualClock,
     queries: Arc<Mutex<Vec<String>>>,
 }
 
-impl SimulatedCluster {
+impl SimulatedClusterCalls {
     /// The fleet, with submissions stamped by `clock`.
-    pub fn new(fleet: SharedFleet, clock: ManualClock) -> SimulatedCluster {
-        SimulatedCluster {
+    pub fn new(fleet: SharedFleet, clock: ManualClock) -> SimulatedClusterCalls {
+        SimulatedClusterCalls {
             fleet,
             clock,
             queries: Arc::default(),
@@ -50,7 +50,7 @@ impl SimulatedCluster {
     }
 }
 
-impl ClusterProvider for SimulatedCluster {
+impl ClusterProvider for SimulatedClusterCalls {
     fn submit(&mut self, operation: &UpgradeOperation) -> SubmitOutcome {
         let now = self.now();
         self.fleet.lock().submit(operation, now);
@@ -68,7 +68,7 @@ impl ClusterProvider for SimulatedCluster {
 }
 
 /// A [`PluginInstance`] behind [`EngineDriver`], with a virtual clock set to each input's `now`,
-/// in-memory persistence, and a [`SimulatedCluster`] as its cluster provider. Its outputs are
+/// in-memory persistence, and a [`SimulatedClusterCalls`] as its cluster provider. Its outputs are
 /// the events each call returned; its upgrades are on the fleet, not in its outputs.
 ///
 /// A trapped call is recovered transparently ([`PluginInstance::recover`]): an input that was
@@ -79,7 +79,7 @@ impl ClusterProvider for SimulatedCluster {
 pub struct PluginDriver {
     instance: PluginInstance,
     clock: ManualClock,
-    cluster: SimulatedCluster,
+    cluster: SimulatedClusterCalls,
     persistence: MemoryPersistence,
     outputs: VecDeque<Output>,
     recoveries: u32,
@@ -102,7 +102,7 @@ impl PluginDriver {
         config: InstanceConfig,
     ) -> Result<PluginDriver, PluginError> {
         let clock = ManualClock::new(0);
-        let cluster = SimulatedCluster::new(fleet, clock.clone());
+        let cluster = SimulatedClusterCalls::new(fleet, clock.clone());
         let persistence = MemoryPersistence::new();
         let host = PluginHost::new(clock.clone(), cluster.clone(), persistence.clone());
         let mut instance = plugin.instantiate(host, config)?;
@@ -130,7 +130,7 @@ impl PluginDriver {
     }
 
     /// The cluster provider behind the instance.
-    pub fn provider(&self) -> &SimulatedCluster {
+    pub fn provider(&self) -> &SimulatedClusterCalls {
         &self.cluster
     }
 

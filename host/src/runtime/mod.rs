@@ -21,7 +21,7 @@
 //!   [`Persistence`]) and in-memory implementations.
 //! - [`PluginDriver`]: the plugin as a [`waverun_core::sim::EngineDriver`], so the simulator can
 //!   run a scenario through it and compare with the native engine ([`plugin_simulation`]); its
-//!   cluster provider is the simulated fleet ([`SimulatedCluster`]).
+//!   cluster provider is the simulated fleet ([`SimulatedClusterCalls`]).
 
 pub mod cache;
 mod driver;
@@ -31,7 +31,7 @@ mod instance;
 
 pub use cache::CacheStatus;
 pub use driver::{core_error, plugin_simulation, plugin_simulation_with, simulate_plugin};
-pub use driver::{PluginDriver, PluginSimulation, SimulateError, SimulatedCluster};
+pub use driver::{PluginDriver, PluginSimulation, SimulateError, SimulatedClusterCalls};
 pub use error::{CallKind, GuestError, PluginError, Trap, TrapKind};
 pub use host::{
     timestamp_ms, Clock, ClusterProvider, LogSink, ManualClock, MemoryLog, MemoryPersistence,

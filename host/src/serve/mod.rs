@@ -18,7 +18,7 @@ use observer::Observer;
 pub use tls::{TlsAcceptor, TlsFiles};
 
 use crate::api::{self, ApiState, Auth};
-use crate::daemon::{Daemon, Extras, FleetClock, FleetEngine, MemberBinding, Providers};
+use crate::daemon::{Daemon, FleetClock, FleetEngine, MemberBinding, Providers, StepWrites};
 use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
 use crate::runtime::{InstanceConfig, PluginModule, PluginRuntime, RuntimeConfig};
 use crate::store::{meta, SqliteStore, Store, StoreRead};
@@ -325,9 +325,8 @@ fn register_fleet(
 ) -> Result<(), String> {
     let hash = hash_of(text.as_bytes());
     let file = file.clone();
-    let now =
-        waverun_core::Timestamp::from_timestamp_millis(crate::runtime::host::Clock::now_ms(clock))
-            .unwrap_or_default();
+    let now = waverun_core::Timestamp::from_timestamp_millis(crate::clock::Clock::now_ms(clock))
+        .unwrap_or_default();
     daemon
         .call(move |w| -> Result<(), String> {
             let known = w
@@ -358,7 +357,7 @@ fn register_fleet(
                 let d = simulated
                     .describe(&binding.target(Some(m.region.clone())))
                     .map_err(|e| format!("members: {}: {e}", m.name))?;
-                w.register_member(&binding, &d, "fleet-file", Extras::default())
+                w.register_member(&binding, &d, "fleet-file", StepWrites::default())
                     .map_err(|e| format!("members: {}: {e}", m.name))?;
             }
             let catalog = file.catalog(file.start.unwrap_or(now));
