@@ -75,6 +75,9 @@ if ! wasmtime_pinned "$PY"; then
 fi
 PYTHONDONTWRITEBYTECODE=1 "$PY" -m unittest discover -s tests/python -v
 
+echo "== the fake Azure for the aks provider (tests/aks: ARM, Entra, IMDS; stdlib Python) [${SECONDS}s]"
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/aks -v
+
 # [daemon API] — schemathesis (PyPI, pinned) against /openapi.json of a live `waverun demo`: no 5xx,
 # no undocumented status or content type, no response outside its schema.
 echo "== the daemon's API against its OpenAPI document (schemathesis) [${SECONDS}s]"
