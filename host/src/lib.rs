@@ -8,13 +8,15 @@
 //! its loop) → `runtime` (wasmtime, the ABI imports); `store` (SQLite) and `providers`
 //! (simulated, exec) sit beside the runtime, and `daemon` adapts them to its traits (the
 //! plugin's journal and cluster calls, `daemon/step.rs`). `runtime` imports none of them;
-//! `serve` is the one place that knows every room.
+//! `serve` is the one place that knows every room. [`outbound`] (a client's TLS roots, a URL's
+//! origin) serves both `cli` and `providers`.
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod daemon;
+pub mod outbound;
 pub mod portal;
 pub mod providers;
 pub mod runtime;

@@ -279,62 +279,19 @@ pub fn problem(status: u16, body: &Value) -> CliError {
     }
 }
 
-/// The system's bundle of certificate authorities: `$SSL_CERT_FILE`, else the first of the
-/// usual places that exists.
-fn system_bundle() -> Option<std::path::PathBuf> {
-    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
-        return Some(f.into());
-    }
-    [
-        "/etc/ssl/certs/ca-certificates.crt",
-        "/etc/pki/tls/certs/ca-bundle.crt",
-        "/etc/ssl/ca-bundle.pem",
-        "/etc/ssl/cert.pem",
-    ]
-    .iter()
-    .map(std::path::PathBuf::from)
-    .find(|p| p.is_file())
-}
-
 /// The TLS settings of a client of `server`: for `https`, the certificate authorities of
 /// `ca_file` (`--ca-file`: a PEM bundle), else the system's bundle. Plain `http` needs none.
 pub fn tls_config(
     server: &str,
     ca_file: Option<&std::path::Path>,
 ) -> Result<ureq::tls::TlsConfig, CliError> {
-    use ureq::tls::{PemItem, RootCerts, TlsConfig};
-    if !server.to_ascii_lowercase().starts_with("https://") {
-        return Ok(TlsConfig::default());
-    }
-    let (file, flag) = match ca_file {
-        Some(f) => (f.to_path_buf(), "--ca-file"),
-        None => (
-            system_bundle().ok_or_else(|| {
-                CliError::Usage(format!(
-                    "{server} is https, and this system has no bundle of certificate \
-                     authorities: name one with --ca-file (or $WAVERUN_CA_FILE, $SSL_CERT_FILE)"
-                ))
-            })?,
-            "the system's bundle",
-        ),
-    };
-    let pem = std::fs::read(&file)
-        .map_err(|e| CliError::Usage(format!("{flag}: {}: {e}", file.display())))?;
-    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
-        .filter_map(|item| match item {
-            Ok(PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    if certs.is_empty() {
-        return Err(CliError::Usage(format!(
-            "{flag}: {}: no certificate (a PEM `CERTIFICATE` block) in it",
-            file.display()
-        )));
-    }
-    Ok(TlsConfig::builder()
-        .root_certs(RootCerts::new_with_certs(&certs))
-        .build())
+    crate::outbound::tls_config(
+        server,
+        ca_file,
+        "--ca-file",
+        "name one with --ca-file (or $WAVERUN_CA_FILE, $SSL_CERT_FILE)",
+    )
+    .map_err(CliError::Usage)
 }
 
 /// The URL of a list's `nextLink` as sent by `server`: a relative link is under `server`; an
@@ -343,26 +300,13 @@ pub fn next_url(server: &str, next: &str) -> Result<String, CliError> {
     if next.starts_with('/') && !next.starts_with("//") {
         return Ok(format!("{}{next}", server.trim_end_matches('/')));
     }
-    let origin = |u: &str| -> Option<(String, String, u16)> {
-        let uri: ureq::http::Uri = u.parse().ok()?;
-        let scheme = uri.scheme_str()?.to_ascii_lowercase();
-        let authority = uri.authority()?;
-        if authority.as_str().contains('@') {
-            return None;
-        }
-        let port = authority.port_u16().unwrap_or(match scheme.as_str() {
-            "https" => 443,
-            _ => 80,
-        });
-        Some((scheme, authority.host().to_ascii_lowercase(), port))
-    };
-    match (origin(server), origin(next)) {
-        (Some(a), Some(b)) if a == b => Ok(next.to_string()),
-        _ => Err(CliError::Other(format!(
-            "the server's next page is at {next:?}, not on {server}: not following it (the \
-             token is only sent to --server)"
-        ))),
+    if crate::outbound::same_origin(server, next) {
+        return Ok(next.to_string());
     }
+    Err(CliError::Other(format!(
+        "the server's next page is at {next:?}, not on {server}: not following it (the \
+             token is only sent to --server)"
+    )))
 }
 
 #[cfg(test)]
