@@ -3,7 +3,7 @@
 //! flags override the file.
 
 use std::path::PathBuf;
-use waverun_host::serve::{Overrides, ServeConfig};
+use waverun_host::serve::{Overrides, ResolvedProvider, ServeConfig};
 
 fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -38,7 +38,11 @@ fn relative_paths_in_the_file_are_relative_to_the_file_and_flags_to_the_working_
     let c = ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap();
     assert_eq!(c.data_dir, dir.path().join("data"));
     assert_eq!(c.fleet_file, Some(dir.path().join("fleets/f.yaml")));
-    let a = &c.providers["a"].config;
+    let exec = |name: &str| match &c.providers[name] {
+        ResolvedProvider::Exec { config, .. } => config.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    let a = exec("a");
     assert_eq!(
         PathBuf::from(&a.command[0]),
         dir.path().join("bin/adapter"),
@@ -50,7 +54,8 @@ fn relative_paths_in_the_file_are_relative_to_the_file_and_flags_to_the_working_
         waverun_host::providers::SecretSource::FromFile(dir.path().join("secrets/t"))
     );
     assert_eq!(
-        c.providers["b"].config.command[0], "adapter",
+        exec("b").command[0],
+        "adapter",
         "a bare program name is looked up on PATH"
     );
     let flags = Overrides {
@@ -145,11 +150,11 @@ fn providers_and_members_are_checked_by_name() {
     };
     let e = refused("providers:\n  gke: {type: exec, command: [a], comand: [b]}\n");
     assert!(
-        e.contains("providers.gke.comand") && e.contains("command"),
+        e.contains("providers.gke") && e.contains("comand") && e.contains("command"),
         "{e}"
     );
     let e = refused("providers:\n  gke: {type: ssh, command: [a]}\n");
-    assert!(e.contains("providers.gke.type"), "{e}");
+    assert!(e.contains("providers.gke") && e.contains("type"), "{e}");
     let e = refused("providers:\n  simulated: {type: exec, command: [a]}\n");
     assert!(
         e.contains("providers.simulated") && e.contains("built-in"),
@@ -161,7 +166,7 @@ fn providers_and_members_are_checked_by_name() {
     assert!(e.contains("providers.gke.timeouts.describe"), "{e}");
     let e =
         refused("providers:\n  gke: {type: exec, command: [a], secretEnv: {T: {fromVault: x}}}\n");
-    assert!(e.contains("providers.gke.secretEnv.T"), "{e}");
+    assert!(e.contains("providers.gke: secretEnv.T"), "{e}");
     let e = refused("members:\n- {name: a, provider: gke}\n");
     assert!(
         e.contains("members[0].provider") && e.contains("simulated"),
@@ -176,8 +181,11 @@ fn providers_and_members_are_checked_by_name() {
     assert!(e.contains("observeIntervalSeconds"), "{e}");
     let ok = "providers:\n  gke:\n    type: exec\n    command: [/bin/adapter, --flag]\n    secretEnv: {T: {fromFile: /run/t}}\n    timeouts: {startUpgrade: 60}\nmembers:\n- {name: a, provider: gke, clusterRef: {cluster: a}, group: g}\nobserveIntervalSeconds: 60\n";
     let c = ServeConfig::resolve(Some(&write(&dir, ok)), Overrides::default()).unwrap();
-    assert_eq!(c.providers["gke"].timeouts.start_upgrade.as_secs(), 60);
-    assert_eq!(c.providers["gke"].timeouts.describe.as_secs(), 30);
+    let ResolvedProvider::Exec { timeouts, .. } = &c.providers["gke"] else {
+        panic!("an exec provider")
+    };
+    assert_eq!(timeouts.start_upgrade.as_secs(), 60);
+    assert_eq!(timeouts.describe.as_secs(), 30);
     assert_eq!(c.members[0].group.as_deref(), Some("g"));
     assert_eq!(c.observe_interval.as_secs(), 60);
 }
@@ -259,4 +267,29 @@ fn limits_and_the_public_url_are_checked_with_their_field_named() {
     assert_eq!(c.public_url.as_deref(), Some("https://waverun.example.com"));
     assert_eq!(c.limits.connections, 10);
     assert_eq!(c.limits.header_read, std::time::Duration::from_millis(2500));
+}
+
+#[test]
+fn an_aks_provider_takes_its_auth_and_limits_and_refuses_typos_and_limits_above_arms() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "providers:\n  azure:\n    type: aks\n    auth: {method: clientSecret, tenantId: t, clientId: c, clientSecretFile: secrets/app}\n    limits: {writesPerSecond: 0.1}\n    pollIntervalSeconds: 5\nmembers:\n- {name: a, provider: azure, clusterResourceId: /subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/a}\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, ok)), Overrides::default()).unwrap();
+    let ResolvedProvider::Aks(aks) = &c.providers["azure"] else {
+        panic!("an aks provider")
+    };
+    assert_eq!(
+        aks.auth.client_secret_file,
+        Some(dir.path().join("secrets/app")),
+        "the secret file is relative to the config file"
+    );
+    assert_eq!(aks.poll_interval_seconds, Some(5));
+    let refused = |text: &str| {
+        ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap_err()
+    };
+    let e = refused("providers:\n  azure: {type: aks, auth: {metod: clientSecret}}\n");
+    assert!(e.contains("providers.azure: auth.metod"), "{e}");
+    let e = refused("providers:\n  azure: {type: aks, limits: {writesPerSecond: 50}}\n");
+    assert!(e.contains("providers.azure.limits.writesPerSecond"), "{e}");
+    let e = refused("providers:\n  azure: {type: aks, clientSecret: hunter2}\n");
+    assert!(e.contains("clientSecret") && !e.contains("hunter2"), "{e}");
 }

@@ -48,7 +48,8 @@ SEED FORMAT (--state)
                             "writes": {"capacity": 200, "refillPerSecond": 10}}},
   "identity": {
     "tenantId": "TENANT",                    # the tenant accepted in /{tenant}/oauth2/v2.0/token
-    "resourceManager": "https://management.azure.com/",  # scope = this + ".default"
+    "resourceManager": "https://management.azure.com/",  # scope = this + ".default";
+                                             # "self": this server's own origin
     "clients": [{"clientId": "APP", "clientSecret": "S"},                 # client credentials
                 {"clientId": "WI", "federatedTokens": ["eyJ...x.y"]}],    # workload identity
     "managedIdentities": [{"clientId": "MI", "objectId": "O", "resourceId": "/subscriptions/..."}]
@@ -2095,6 +2096,9 @@ def main(argv=None):
     server.app = app
     port = server.server_address[1]
     app.base = "http://127.0.0.1:%d" % port
+    if app.entra.resource == "self":
+        # The tokens' audience is this server itself (a client whose ARM endpoint is the fake).
+        app.entra.resource = app.base + "/"
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

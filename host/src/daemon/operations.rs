@@ -127,6 +127,8 @@ pub enum Action {
         to: CallTo,
         /// The provider's id of it, when known.
         provider_operation_id: Option<String>,
+        /// What it asks for (a provider with no idempotency key looks for its target).
+        request: UpgradeRequest,
     },
     /// Call `describe`; answer with [`Lifecycle::described`].
     Describe {
@@ -549,11 +551,14 @@ impl Lifecycle {
             return;
         }
         let to = self.call_to(id);
-        let provider_operation_id = self.ops[id].t.provider_operation_id.clone();
+        let t = &self.ops[id].t;
+        let provider_operation_id = t.provider_operation_id.clone();
+        let request = t.request.clone();
         self.actions.push_back(Action::Poll {
             id: id.to_string(),
             to,
             provider_operation_id,
+            request,
         });
     }
 

@@ -213,9 +213,10 @@ impl Worker {
                     id,
                     to,
                     provider_operation_id,
+                    request,
                 } => self.spawn_call(&to.provider, move |p, tx| {
                     let result =
-                        p.get_operation_by_id(&to.target, &id, provider_operation_id.as_deref());
+                        p.get_operation_for(&to.target, &request, provider_operation_id.as_deref());
                     let _ = tx.send(Msg::Polled { id, result });
                 }),
                 Action::Describe { id, to } => self.spawn_call(&to.provider, move |p, tx| {

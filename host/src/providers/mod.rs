@@ -10,6 +10,7 @@
 //!   behaviour), upgrading in fleet time; its record of operations is in the daemon's database,
 //!   so a daemon killed mid-upgrade finds the upgrade still running, or finished.
 
+pub mod aks;
 mod exec;
 mod simulated;
 
@@ -285,6 +286,17 @@ pub trait Provider: Send + Sync {
     ) -> Result<OperationReport, ProviderError> {
         let _ = operation_id;
         self.get_operation(cluster, idempotency_key)
+    }
+    /// Where the operation asked for by `request` is: [`Provider::get_operation_by_id`], for
+    /// providers that need the request itself to answer (a platform with no idempotency key,
+    /// where the trace of an upgrade is its target: the `aks` provider).
+    fn get_operation_for(
+        &self,
+        cluster: &ClusterTarget,
+        request: &UpgradeRequest,
+        operation_id: Option<&str>,
+    ) -> Result<OperationReport, ProviderError> {
+        self.get_operation_by_id(cluster, &request.idempotency_key, operation_id)
     }
     /// The releases available in `region`. A provider without a release calendar of its own
     /// (the simulated one: its fleet file has the releases) answers `Unsupported`.

@@ -11,6 +11,7 @@ use super::listener::Limits;
 use super::tls::TlsFiles;
 use crate::api::Role;
 use crate::daemon::MemberBinding;
+use crate::providers::aks::auth::AzureAuthConfig;
 use crate::providers::{ExecTimeouts, SecretSource};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -186,36 +187,88 @@ impl ConfigFile {
             anchor(&mut t.key_file);
         }
         for p in self.providers.values_mut() {
-            // `adapter` is looked up on PATH; `./adapter` and `bin/adapter` are files.
-            if let Some(program) = p.command.first_mut().filter(|c| c.contains('/')) {
-                if Path::new(program.as_str()).is_relative() {
-                    *program = dir.join(&*program).to_string_lossy().into_owned();
+            match p {
+                ProviderConfig::Exec(p) => {
+                    // `adapter` is looked up on PATH; `./adapter` and `bin/adapter` are files.
+                    if let Some(program) = p.command.first_mut().filter(|c| c.contains('/')) {
+                        if Path::new(program.as_str()).is_relative() {
+                            *program = dir.join(&*program).to_string_lossy().into_owned();
+                        }
+                    }
+                    for s in p.secret_env.values_mut() {
+                        if let SecretSource::FromFile(f) = s {
+                            anchor(f);
+                        }
+                    }
                 }
-            }
-            for s in p.secret_env.values_mut() {
-                if let SecretSource::FromFile(f) = s {
-                    anchor(f);
+                ProviderConfig::Aks(p) => {
+                    for f in [
+                        &mut p.auth.client_secret_file,
+                        &mut p.auth.federated_token_file,
+                        &mut p.ca_file,
+                    ]
+                    .into_iter()
+                    .flatten()
+                    {
+                        anchor(f);
+                    }
                 }
             }
         }
     }
 }
 
-/// The kinds of provider a config can add.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ProviderKind {
+/// One configured provider, by its `type`.
+#[derive(Clone, Debug)]
+pub enum ProviderConfig {
     /// `exec.waverun.dev/v1alpha1`: the operator's command per call.
-    Exec,
+    Exec(ExecProviderConfig),
+    /// AKS clusters over Azure Resource Manager.
+    Aks(AksProviderConfig),
 }
 
-/// One configured provider.
+impl<'de> Deserialize<'de> for ProviderConfig {
+    /// By `type`, then the rest with that type's fields (unknown ones refused), an error naming
+    /// the field under the provider (`secretEnv.T: ...`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ProviderConfig, D::Error> {
+        use serde::de::Error;
+        let mut v = serde_json::Value::deserialize(d)?;
+        let Some(fields) = v.as_object_mut() else {
+            return Err(D::Error::custom("expected a mapping with a `type`"));
+        };
+        let kind = match fields.remove("type") {
+            Some(serde_json::Value::String(k)) => k,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "type: {other} is not a provider type (exec, aks)"
+                )))
+            }
+            None => return Err(D::Error::custom("type: missing (exec or aks)")),
+        };
+        fn rest<T: serde::de::DeserializeOwned, E: Error>(v: serde_json::Value) -> Result<T, E> {
+            serde_path_to_error::deserialize(v).map_err(|e| {
+                let path = e.path().to_string();
+                if path == "." {
+                    E::custom(e.into_inner())
+                } else {
+                    E::custom(format!("{path}: {}", e.into_inner()))
+                }
+            })
+        }
+        match kind.as_str() {
+            "exec" => rest(v).map(ProviderConfig::Exec),
+            "aks" => rest(v).map(ProviderConfig::Aks),
+            other => Err(D::Error::custom(format!(
+                "type: {other:?} is not a provider type (exec, aks)"
+            ))),
+        }
+    }
+}
+
+/// An `exec` provider.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderConfig {
-    /// `exec`.
-    #[serde(rename = "type")]
-    pub kind: ProviderKind,
+pub struct ExecProviderConfig {
     /// The program and its first arguments (no shell); the operation is appended.
     pub command: Vec<String>,
     /// Variables set for it.
@@ -234,6 +287,46 @@ pub struct ProviderConfig {
     /// The largest response accepted on stdout (default 1 MiB).
     #[serde(default)]
     pub max_stdout_bytes: Option<usize>,
+}
+
+/// An `aks` provider: how it authenticates and reaches Azure Resource Manager.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AksProviderConfig {
+    /// How tokens are got (`method`, `tenantId`, `clientId`, `clientSecretFile`,
+    /// `federatedTokenFile`, `authorityHost`, `resourceManager`, `imdsEndpoint`), with the Azure
+    /// SDKs' environment variables as fallbacks.
+    #[serde(default)]
+    pub auth: AzureAuthConfig,
+    /// Certificate authorities to trust for ARM and Entra besides the system's (PEM).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// The client's own rate limits per subscription, under ARM's.
+    #[serde(default)]
+    pub limits: AksLimitsConfig,
+    /// One ARM request's deadline, in seconds (default 60).
+    #[serde(default)]
+    pub request_timeout_seconds: Option<f64>,
+    /// The subscription whose `locations/{region}` lists releases (default: the first member's).
+    #[serde(default)]
+    pub releases_subscription: Option<String>,
+    /// Seconds between polls of an operation when ARM does not say (`Retry-After`; default 30).
+    #[serde(default)]
+    pub poll_interval_seconds: Option<u64>,
+}
+
+/// Client-side rate limits of an `aks` provider, per subscription.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AksLimitsConfig {
+    /// Reads per second, refilled (default from the provider).
+    pub reads_per_second: Option<f64>,
+    /// Reads at once.
+    pub read_burst: Option<f64>,
+    /// Writes per second, refilled.
+    pub writes_per_second: Option<f64>,
+    /// Writes at once.
+    pub write_burst: Option<f64>,
 }
 
 /// Per-operation deadlines, in seconds.
@@ -274,11 +367,16 @@ impl TimeoutsConfig {
 
 /// A configured provider, resolved.
 #[derive(Clone, Debug)]
-pub struct ResolvedProvider {
-    /// What it is and how to run it.
-    pub config: ProviderConfig,
-    /// Its deadlines.
-    pub timeouts: ExecTimeouts,
+pub enum ResolvedProvider {
+    /// An `exec` provider.
+    Exec {
+        /// How to run it.
+        config: ExecProviderConfig,
+        /// Its deadlines.
+        timeouts: ExecTimeouts,
+    },
+    /// An `aks` provider.
+    Aks(AksProviderConfig),
 }
 
 /// One bearer token.
@@ -465,22 +563,28 @@ impl ServeConfig {
                     "{path}: the name \"simulated\" is the built-in provider's"
                 ));
             }
-            if p.command.is_empty() || p.command[0].is_empty() {
-                return Err(format!(
-                    "{path}.command: must name a program, e.g. [/usr/local/bin/adapter]"
-                ));
-            }
-            if p.max_stdout_bytes == Some(0) {
-                return Err(format!("{path}.maxStdoutBytes: must be at least 1"));
-            }
-            let timeouts = p.timeouts.resolve(&format!("{path}.timeouts"))?;
-            providers.insert(
-                name.clone(),
-                ResolvedProvider {
-                    config: p.clone(),
-                    timeouts,
-                },
-            );
+            let resolved = match p {
+                ProviderConfig::Exec(p) => {
+                    if p.command.is_empty() || p.command[0].is_empty() {
+                        return Err(format!(
+                            "{path}.command: must name a program, e.g. [/usr/local/bin/adapter]"
+                        ));
+                    }
+                    if p.max_stdout_bytes == Some(0) {
+                        return Err(format!("{path}.maxStdoutBytes: must be at least 1"));
+                    }
+                    let timeouts = p.timeouts.resolve(&format!("{path}.timeouts"))?;
+                    ResolvedProvider::Exec {
+                        config: p.clone(),
+                        timeouts,
+                    }
+                }
+                ProviderConfig::Aks(p) => {
+                    p.check(&path)?;
+                    ResolvedProvider::Aks(p.clone())
+                }
+            };
+            providers.insert(name.clone(), resolved);
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, m) in base.members.iter().enumerate() {
@@ -553,4 +657,42 @@ fn check_public_url(url: &str) -> Result<String, String> {
         return bad("must be scheme://host[:port] only, without a path, query or fragment");
     }
     Ok(trimmed.to_string())
+}
+
+impl AksProviderConfig {
+    /// Refuses what cannot work, naming the field under `path`.
+    fn check(&self, path: &str) -> Result<(), String> {
+        let positive = |v: Option<f64>, name: &str, max: f64| match v {
+            Some(x) if !(x.is_finite() && x > 0.0 && x <= max) => {
+                Err(format!("{path}.{name}: {x} must be a number in (0, {max}]"))
+            }
+            _ => Ok(()),
+        };
+        positive(
+            self.request_timeout_seconds,
+            "requestTimeoutSeconds",
+            3600.0,
+        )?;
+        positive(
+            self.poll_interval_seconds.map(|s| s as f64),
+            "pollIntervalSeconds",
+            3600.0,
+        )?;
+        positive(self.limits.reads_per_second, "limits.readsPerSecond", 25.0)?;
+        positive(self.limits.read_burst, "limits.readBurst", 250.0)?;
+        positive(
+            self.limits.writes_per_second,
+            "limits.writesPerSecond",
+            10.0,
+        )?;
+        positive(self.limits.write_burst, "limits.writeBurst", 200.0)?;
+        if let Some(s) = &self.releases_subscription {
+            if s.trim().is_empty() || s.contains('/') {
+                return Err(format!(
+                    "{path}.releasesSubscription: {s:?} must be a subscription id"
+                ));
+            }
+        }
+        Ok(())
+    }
 }

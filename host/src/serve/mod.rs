@@ -10,7 +10,9 @@ mod lock;
 mod observer;
 mod tls;
 
-pub use config::{ConfigFile, LimitsConfig, Overrides, ServeConfig, TlsConfig, TokenConfig};
+pub use config::{
+    ConfigFile, LimitsConfig, Overrides, ResolvedProvider, ServeConfig, TlsConfig, TokenConfig,
+};
 pub use fleet_file::FleetFile;
 pub use listener::Limits;
 pub use lock::{DataDirLock, LOCK_FILE};
@@ -19,6 +21,7 @@ pub use tls::{TlsAcceptor, TlsFiles};
 
 use crate::api::{self, ApiState, Auth};
 use crate::daemon::{Daemon, FleetClock, FleetEngine, MemberBinding, Providers, StepWrites};
+use crate::providers::aks::AksProvider;
 use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
 use crate::runtime::{InstanceConfig, PluginModule, PluginRuntime, RuntimeConfig};
 use crate::store::{meta, SqliteStore, Store, StoreRead};
@@ -138,18 +141,31 @@ impl Server {
             simulated.clone() as Arc<dyn Provider>,
         );
         for (name, p) in &config.providers {
-            let exec = ExecProvider::start(ExecConfig {
-                name: name.clone(),
-                command: p.config.command.clone(),
-                env: p.config.env.clone(),
-                pass_env: p.config.pass_env.clone(),
-                secret_env: p.config.secret_env.clone(),
-                timeouts: p.timeouts.clone(),
-                max_stdout: p.config.max_stdout_bytes.unwrap_or(1024 * 1024),
-                state_dir: config.data_dir.join("providers").join(name),
-            })?;
-            tracing::info!(provider = %name, "exec provider ready");
-            providers.insert(name.clone(), Arc::new(exec) as Arc<dyn Provider>);
+            let provider: Arc<dyn Provider> = match p {
+                ResolvedProvider::Exec {
+                    config: p,
+                    timeouts,
+                } => {
+                    let exec = ExecProvider::start(ExecConfig {
+                        name: name.clone(),
+                        command: p.command.clone(),
+                        env: p.env.clone(),
+                        pass_env: p.pass_env.clone(),
+                        secret_env: p.secret_env.clone(),
+                        timeouts: timeouts.clone(),
+                        max_stdout: p.max_stdout_bytes.unwrap_or(1024 * 1024),
+                        state_dir: config.data_dir.join("providers").join(name),
+                    })?;
+                    tracing::info!(provider = %name, "exec provider ready");
+                    Arc::new(exec)
+                }
+                ResolvedProvider::Aks(p) => {
+                    let aks = aks_provider(name, p)?;
+                    tracing::info!(provider = %name, arm = %aks.arm().endpoint(), "aks provider ready");
+                    Arc::new(aks)
+                }
+            };
+            providers.insert(name.clone(), provider);
         }
         let (engine, _) = FleetEngine::start(
             &module,
@@ -376,4 +392,60 @@ fn register_fleet(
                 .map_err(|e| e.to_string())
         })
         .map_err(|e| e.to_string())?
+}
+
+/// An `aks` provider from its config: its credential (the config, then the Azure SDKs'
+/// environment variables) and its ARM client.
+fn aks_provider(name: &str, c: &config::AksProviderConfig) -> Result<AksProvider, String> {
+    use crate::providers::aks::arm::{ArmClient, ArmOptions, ArmTimeouts, RateLimits};
+    use crate::providers::aks::auth::{AuthOptions, Credential, DEFAULT_AUTHORITY_HOST};
+    let path = format!("providers.{name}");
+    let endpoint = c
+        .auth
+        .resource_manager
+        .clone()
+        .unwrap_or_else(|| crate::providers::aks::auth::DEFAULT_RESOURCE_MANAGER.to_string());
+    let setting = format!("{path}.caFile");
+    let hint = format!("name one with {setting}");
+    let tls = |url: &str| crate::outbound::tls_config(url, c.ca_file.as_deref(), &setting, &hint);
+    let authority = c
+        .auth
+        .authority_host
+        .clone()
+        .or_else(|| std::env::var("AZURE_AUTHORITY_HOST").ok())
+        .unwrap_or_else(|| DEFAULT_AUTHORITY_HOST.to_string());
+    let credential = Credential::new(
+        &c.auth,
+        AuthOptions {
+            tls: tls(&authority)?,
+            ..AuthOptions::default()
+        },
+    )
+    .map_err(|e| format!("{path}.auth: {e}"))?;
+    let mut limits = RateLimits::default();
+    let l = &c.limits;
+    limits.reads.per_second = l.reads_per_second.unwrap_or(limits.reads.per_second);
+    limits.reads.burst = l.read_burst.unwrap_or(limits.reads.burst);
+    limits.writes.per_second = l.writes_per_second.unwrap_or(limits.writes.per_second);
+    limits.writes.burst = l.write_burst.unwrap_or(limits.writes.burst);
+    let mut timeouts = ArmTimeouts::default();
+    if let Some(s) = c.request_timeout_seconds {
+        timeouts.request = std::time::Duration::from_secs_f64(s);
+    }
+    let arm = ArmClient::new(
+        &endpoint,
+        Arc::new(credential),
+        ArmOptions {
+            tls: tls(&endpoint)?,
+            timeouts,
+            limits,
+            ..ArmOptions::default()
+        },
+    )
+    .map_err(|e| format!("{path}.auth.resourceManager: {e}"))?;
+    let provider = AksProvider::new(name, arm, c.releases_subscription.clone());
+    Ok(match c.poll_interval_seconds {
+        Some(s) => provider.with_poll_seconds(s),
+        None => provider,
+    })
 }

@@ -165,6 +165,7 @@ fn a_submitted_operation_is_sent_polled_after_the_providers_wait_and_succeeds() 
             id: "op".to_string(),
             to: lc.call_to("op"),
             provider_operation_id: Some("prov-1".to_string()),
+            request: request("op"),
         }]
     );
     lc.polled("op", Ok(report(OperationPhase::Succeeded)), now);

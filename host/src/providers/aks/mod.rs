@@ -9,7 +9,12 @@
 //!   identity, managed identity, the Azure CLI), cached and refreshed before expiry.
 //! - [`arm`]: a blocking ARM client (api-versions, same-host polling URLs, one refresh on 401,
 //!   client-side rate limits per subscription, 429s honoured, uncertain writes, metrics).
+//! - [`provider`]: the [`crate::providers::Provider`] contract over them: which calls each
+//!   upgrade type makes, long-running operations, and what success is.
 
 pub mod arm;
 pub mod auth;
 pub mod model;
+mod provider;
+
+pub use provider::{AksProvider, Handle, HandleKind};

@@ -1,0 +1,477 @@
+//! The daemon driving AKS clusters through the `aks` provider, end to end: a real HTTP server on
+//! loopback that plays Azure Resource Manager, Microsoft Entra and IMDS as Azure's REST
+//! specification describes them (`tests/aks/fake_arm.py`, a child process: Azure itself cannot be
+//! reached from here), the daemon with a real data directory, tokens from the client-secret flow.
+
+mod http_support;
+mod runtime_support;
+
+use http_support::Client;
+use runtime_support::{shared_cache, workspace};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use waverun_host::serve::{ModuleSource, ServeConfig, Server};
+
+const SUB: &str = "6a8c1b7e-0000-4000-8000-000000000001";
+const OLD_IMAGE: &str = "AKSUbuntu-2204gen2containerd-202611.01.0";
+const NEW_IMAGE: &str = "AKSUbuntu-2204gen2containerd-202612.01.0";
+const REGIONS: [&str; 3] = ["eastus", "westeurope", "japaneast"];
+
+/// The fake ARM, a child process; killed when dropped.
+struct FakeArm {
+    child: Child,
+    base: String,
+}
+
+impl FakeArm {
+    fn start(dir: &Path, seed: &Value, args: &[&str]) -> FakeArm {
+        let state = dir.join("seed.json");
+        std::fs::write(&state, seed.to_string()).unwrap();
+        let port_file = dir.join("fake.port");
+        let child = Command::new("python3")
+            .arg(workspace().join("tests/aks/fake_arm.py"))
+            .args(["--port", "0", "--state"])
+            .arg(&state)
+            .arg("--port-file")
+            .arg(&port_file)
+            .args(args)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake ARM");
+        let mut fake = FakeArm {
+            child,
+            base: String::new(),
+        };
+        let port = eventually(20, "the fake ARM's port", || {
+            std::fs::read_to_string(&port_file)
+                .ok()?
+                .trim()
+                .parse::<u16>()
+                .ok()
+        });
+        fake.base = format!("http://127.0.0.1:{port}");
+        fake
+    }
+
+    fn admin(&self) -> Client {
+        Client::new(&self.base)
+    }
+
+    /// How many upgrade-starting writes each cluster received, per target.
+    fn upgrade_requests(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        let r = self
+            .admin()
+            .get(&format!("{}/_fake/requests", self.base), None);
+        serde_json::from_value(r.body["upgradeRequests"].clone()).unwrap()
+    }
+
+    fn inject(&self, injection: &Value) {
+        let r = self.admin().call(
+            "POST",
+            &format!("{}/_fake/inject", self.base),
+            None,
+            &[],
+            Some(&injection.to_string()),
+        );
+        assert!(r.status < 300, "{}", r.body);
+    }
+}
+
+impl Drop for FakeArm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `f` until it gives a value, for at most `secs` seconds.
+fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn cluster_id(name: &str) -> String {
+    format!(
+        "/subscriptions/{SUB}/resourceGroups/fleet-rg/providers/Microsoft.ContainerService/managedClusters/{name}"
+    )
+}
+
+/// The 12 clusters: four per region, a system and a user pool each, on 1.33.2 and the older
+/// image; half of them with both AKS-managed maintenance schedules (open every day, all day).
+fn clusters() -> Vec<(String, &'static str)> {
+    REGIONS
+        .iter()
+        .flat_map(|r| (1..=4).map(move |i| (format!("aks-{r}-{i}"), *r)))
+        .collect()
+}
+
+fn seed(image_reaches_japan_after: u64) -> Value {
+    let window = json!({"maintenanceWindow": {
+        "schedule": {"daily": {"intervalDays": 1}},
+        "durationHours": 24, "utcOffset": "+00:00", "startTime": "00:00",
+    }});
+    let mut managed = serde_json::Map::new();
+    for (i, (name, region)) in clusters().into_iter().enumerate() {
+        let pool = |name: &str, mode: &str| {
+            json!({"name": name, "mode": mode, "osType": "Linux", "osSKU": "Ubuntu",
+                   "type": "VirtualMachineScaleSets", "count": 3, "vmSize": "Standard_D4s_v5",
+                   "orchestratorVersion": "1.33.2", "nodeImageVersion": OLD_IMAGE})
+        };
+        let mut c = json!({
+            "location": region, "kubernetesVersion": "1.33.2", "maxAgentPools": 100,
+            "dnsPrefix": format!("{name}-dns"),
+            "agentPools": [pool("system", "System"), pool("user", "User")],
+            "properties": {"networkProfile": {"networkPlugin": "azure", "podCidr": "10.244.0.0/16"}},
+        });
+        if i % 2 == 0 {
+            c["maintenanceConfigurations"] = json!({
+                "aksManagedAutoUpgradeSchedule": window,
+                "aksManagedNodeOSUpgradeSchedule": window,
+            });
+        }
+        managed.insert(name, c);
+    }
+    let mut locations = serde_json::Map::new();
+    for r in REGIONS {
+        let new_image = if r == "japaneast" {
+            json!({"fullName": NEW_IMAGE, "availableFrom": image_reaches_japan_after})
+        } else {
+            json!(NEW_IMAGE)
+        };
+        locations.insert(
+            r.to_string(),
+            json!({
+                "kubernetesVersions": [
+                    {"version": "1.33", "patchVersions": ["1.33.2"], "isDefault": true},
+                    {"version": "1.34", "patchVersions": ["1.34.1"]},
+                ],
+                "nodeImageVersions": [OLD_IMAGE, new_image],
+            }),
+        );
+    }
+    json!({
+        "settings": {"operationSeconds": 60, "retryAfterSeconds": 1},
+        "identity": {
+            "tenantId": "72f988bf-0000-4000-8000-000000000047",
+            "resourceManager": "self",
+            "clients": [{"clientId": "waverun-app", "clientSecret": "s3cr3t-value-never-logged"}],
+        },
+        "locations": locations,
+        "subscriptions": {SUB: {"resourceGroups": {"fleet-rg": {"managedClusters": managed}}}},
+    })
+}
+
+/// `waverun.yaml`: the `aks` provider pointed at the fake, the 12 members by
+/// `clusterResourceId`, each in the group of its region.
+fn config_yaml(dir: &Path, fake: &FakeArm) -> PathBuf {
+    let secret = dir.join("client-secret");
+    std::fs::write(&secret, "s3cr3t-value-never-logged\n").unwrap();
+    let members: Vec<Value> = clusters()
+        .into_iter()
+        .map(|(name, region)| {
+            json!({"name": name, "provider": "azure", "clusterResourceId": cluster_id(&name),
+                   "group": region})
+        })
+        .collect();
+    let yaml = format!(
+        r#"
+providers:
+  azure:
+    type: aks
+    auth:
+      method: clientSecret
+      tenantId: 72f988bf-0000-4000-8000-000000000047
+      clientId: waverun-app
+      clientSecretFile: client-secret
+      authorityHost: {base}
+      resourceManager: {base}
+    pollIntervalSeconds: 1
+members: {members}
+observeIntervalSeconds: 2
+"#,
+        base = fake.base,
+        members = serde_json::to_string(&members).unwrap(),
+    );
+    let file = dir.join("waverun.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    file
+}
+
+fn start_daemon(dir: &Path, config_file: &Path) -> (Server, Client) {
+    let mut config = ServeConfig::resolve(Some(config_file), Default::default()).unwrap();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.join("data");
+    config.module_cache = Some(shared_cache());
+    let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
+    let api = Client::new(&format!("http://{}/api/v1/fleets/default", server.addr()));
+    (server, api)
+}
+
+fn run_state(api: &Client, run: &str) -> Option<(String, Value)> {
+    let s = api.get(&format!("/updateRuns/{run}"), None).body["properties"]["status"].clone();
+    Some((s["status"]["state"].as_str()?.to_string(), s))
+}
+
+#[test]
+fn a_three_region_run_upgrades_twelve_aks_clusters_once_each_to_the_consistent_image() {
+    let dir = tempfile::tempdir().unwrap();
+    // The new image reaches japaneast 10 s (real) after the fake starts.
+    let fake = FakeArm::start(dir.path(), &seed(600), &["--time-scale", "60"]);
+    let config_file = config_yaml(dir.path(), &fake);
+    let (server, api) = start_daemon(dir.path(), &config_file);
+
+    // Every member, as AKS describes it: version, pools, images, region, both windows.
+    let members = eventually(60, "the 12 members", || {
+        let v = api.get("/members?$top=100", None).body["value"].clone();
+        (v.as_array()?.len() == 12).then_some(v)
+    });
+    let first = members
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "aks-eastus-1")
+        .unwrap();
+    let status = &first["properties"]["status"];
+    assert_eq!(status["kubernetesVersion"], "1.33.2", "{first:#}");
+    assert_eq!(status["region"], "eastus");
+    assert_eq!(
+        status["nodePools"][0]["imageVersion"], OLD_IMAGE,
+        "{first:#}"
+    );
+    assert!(
+        status["maintenance"]["kubernetes"].is_object()
+            && status["maintenance"]["nodeOS"].is_object(),
+        "both AKS-managed schedules become the member's windows: {first:#}"
+    );
+    assert_eq!(
+        first["properties"]["clusterResourceId"],
+        cluster_id("aks-eastus-1")
+    );
+
+    // The releases per region come from AKS's catalogues; the new image reaches japaneast last.
+    for region in REGIONS {
+        eventually(60, "the new image in every region's catalog", || {
+            let r = api.get(&format!("/releases?region={region}"), None).body;
+            r["nodeImages"]
+                .to_string()
+                .contains(NEW_IMAGE)
+                .then_some(())
+        });
+    }
+
+    let run = json!({"properties": {
+        "strategy": {"stages": REGIONS.iter().map(|r| json!({"name": r, "groups": [{"name": r}]})).collect::<Vec<_>>()},
+        "managedClusterUpdate": {
+            "upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
+            "nodeImageSelection": {"type": "Consistent"},
+        },
+    }});
+    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (state, done) = eventually(240, "the run to end", || {
+        let (state, s) = run_state(&api, "r1")?;
+        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
+    });
+    assert_eq!(state, "Completed", "{done:#}");
+    assert_eq!(
+        done["nodeImageSelection"]["selectedNodeImageVersions"],
+        json!([NEW_IMAGE]),
+        "{done:#}"
+    );
+
+    // AKS: each cluster received exactly one upgrade request per target, and runs it.
+    let counts = fake.upgrade_requests();
+    assert_eq!(counts.len(), 12, "{counts:#?}");
+    for (cluster, targets) in &counts {
+        for (target, n) in targets {
+            assert_eq!(*n, 1, "{cluster}: {target} requested {n} times");
+        }
+        assert!(
+            targets.contains_key("kubernetesVersion=1.34.1"),
+            "{cluster}: {targets:?}"
+        );
+    }
+    let state = fake
+        .admin()
+        .get(&format!("{}/_fake/state", fake.base), None)
+        .body;
+    let text = state.to_string();
+    assert!(
+        !text.contains("\"currentKubernetesVersion\":\"1.33.2\""),
+        "{state:#}"
+    );
+    server.shutdown().unwrap();
+    drop(fake);
+}
+
+/// The member `name` in a run's status tree.
+fn member<'a>(status: &'a Value, name: &str) -> &'a Value {
+    let stages = status["stages"].as_array().into_iter().flatten();
+    let groups = stages.flat_map(|s| s["groups"].as_array().into_iter().flatten());
+    let members = groups.flat_map(|g| g["members"].as_array().into_iter().flatten());
+    members
+        .into_iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no member {name} in {status:#}"))
+}
+
+#[test]
+fn each_aks_error_class_shows_in_the_tree_as_what_the_user_can_act_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeArm::start(
+        dir.path(),
+        &seed(0),
+        // ARM's write bucket smaller than the client's: ARM answers 429 with Retry-After.
+        &["--time-scale", "60", "--writes", "3:1"],
+    );
+    let id = |n: &str| cluster_id(n);
+    // eastus-1: AKS runs an operation of its own for 10 s when waverun wants to start;
+    // eastus-2: the upgrade fails in AKS; eastus-3: the cluster is Stopped; eastus-4: AKS blocks
+    // the minor upgrade (deprecated APIs used); westeurope-1: the operation's status URL stays
+    // InProgress while the cluster is done; westeurope-2: the connection is reset after the PUT
+    // was applied.
+    fake.inject(&json!([
+        {"kind": "aksOperation", "cluster": id("aks-eastus-1"), "seconds": 600},
+        {"kind": "fail", "cluster": id("aks-eastus-2"),
+         "error": {"code": "UpgradeFailed", "message": "Drain of node aks-system-0 did not complete: pods with PodDisruptionBudget"}},
+        {"kind": "stop", "cluster": id("aks-eastus-3")},
+        {"kind": "deprecatedApis", "cluster": id("aks-eastus-4")},
+        {"kind": "stuck", "cluster": id("aks-westeurope-1")},
+        {"kind": "reset", "cluster": id("aks-westeurope-2"), "method": "PUT"},
+    ]));
+    let config_file = config_yaml(dir.path(), &fake);
+    let (server, api) = start_daemon(dir.path(), &config_file);
+    eventually(60, "the 12 members", || {
+        let v = api.get("/members?$top=100", None).body["value"].clone();
+        (v.as_array()?.len() == 12).then_some(())
+    });
+    let names = [
+        "aks-eastus-1",
+        "aks-eastus-2",
+        "aks-eastus-3",
+        "aks-eastus-4",
+        "aks-westeurope-1",
+        "aks-westeurope-2",
+    ];
+    let run = json!({"properties": {
+        "strategy": {"stages": [{"name": "all", "maxAllowedFailures": "6", "groups": [
+            {"name": "eastus", "maxConcurrency": "100%", "maxAllowedFailures": "4"},
+            {"name": "westeurope", "maxConcurrency": "100%", "maxAllowedFailures": "4"},
+        ]}]},
+        "managedClusterUpdate": {
+            "upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.34.1"},
+        },
+    }});
+    let r = api.call(
+        "PUT",
+        "/updateRuns/errors",
+        None,
+        &[],
+        Some(&run.to_string()),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", "/updateRuns/errors/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Every token issued so far expires: the next ARM call gets 401, and a new token.
+    fake.inject(&json!({"kind": "expireTokens"}));
+
+    // The busy cluster waits on its provider, saying what runs on it.
+    let busy = eventually(60, "eastus-1 to wait on AKS", || {
+        let (_, s) = run_state(&api, "errors")?;
+        let m = member(&s, "aks-eastus-1").clone();
+        (m["waitingOn"]["reason"] == "Provider").then_some(m)
+    });
+    let why = busy["waitingOn"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("OperationInProgress"), "{busy:#}");
+
+    let (_, done) = eventually(240, "the run to end", || {
+        let (state, s) = run_state(&api, "errors")?;
+        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
+    });
+    let state_of = |n: &str| {
+        member(&done, n)["status"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let message_of = |n: &str| {
+        member(&done, n)["status"]["error"].to_string() + &member(&done, n)["message"].to_string()
+    };
+    assert_eq!(state_of("aks-eastus-1"), "Completed", "{done:#}");
+    assert_eq!(state_of("aks-eastus-2"), "Failed", "{done:#}");
+    assert!(
+        message_of("aks-eastus-2").contains("UpgradeFailed")
+            && message_of("aks-eastus-2").contains("PodDisruptionBudget"),
+        "{}",
+        message_of("aks-eastus-2")
+    );
+    assert_eq!(state_of("aks-eastus-3"), "Failed", "{done:#}");
+    assert!(
+        message_of("aks-eastus-3").contains("Stopped"),
+        "{}",
+        message_of("aks-eastus-3")
+    );
+    assert_eq!(state_of("aks-eastus-4"), "Failed", "{done:#}");
+    assert!(
+        message_of("aks-eastus-4").contains("UpgradeBlockedOnDeprecatedAPIUsage"),
+        "{}",
+        message_of("aks-eastus-4")
+    );
+    assert_eq!(state_of("aks-westeurope-1"), "Completed", "{done:#}");
+    assert_eq!(state_of("aks-westeurope-2"), "Completed", "{done:#}");
+    for n in ["aks-westeurope-3", "aks-westeurope-4"] {
+        assert!(
+            matches!(
+                state_of(n).as_str(),
+                "Completed" | "NotStarted" | "Skipped" | ""
+            ),
+            "{n}"
+        );
+    }
+
+    // Exactly one request per target, the reset one included; none to the stopped cluster.
+    let counts = fake.upgrade_requests();
+    for n in names {
+        let got = counts
+            .get(&id(n).to_lowercase())
+            .or_else(|| counts.get(&id(n)));
+        match n {
+            "aks-eastus-3" | "aks-eastus-4" => {
+                assert!(got.is_none_or(|t| t.is_empty()), "{n}: {got:?}")
+            }
+            _ => assert_eq!(
+                got.and_then(|t| t.get("kubernetesVersion=1.34.1")),
+                Some(&1),
+                "{n}: {counts:#?}"
+            ),
+        }
+    }
+    // ARM refused writes with 429: the daemon waited and went on.
+    let requests = fake
+        .admin()
+        .get(&format!("{}/_fake/requests", fake.base), None)
+        .body;
+    let statuses: Vec<u64> = requests["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["status"].as_u64())
+        .collect();
+    assert!(statuses.contains(&429), "no 429 seen");
+    assert!(
+        statuses.contains(&401),
+        "no 401 seen after the tokens expired"
+    );
+    server.shutdown().unwrap();
+}
