@@ -457,6 +457,26 @@ fn each_aks_error_class_shows_in_the_tree_as_what_the_user_can_act_on() {
             ),
         }
     }
+    // The stopped cluster is reported as such.
+    let stopped = api.get("/members/aks-eastus-3", None).body;
+    assert_eq!(
+        stopped["properties"]["status"]["powerState"], "Stopped",
+        "{stopped:#}"
+    );
+    // What the provider saw of ARM: calls by status, the 429s, the budget ARM says is left.
+    let metrics = api
+        .get(&format!("http://{}/metrics", server.addr()), None)
+        .body;
+    let metrics = metrics.as_str().unwrap_or_default();
+    for line in [
+        "# TYPE waverun_arm_requests counter",
+        "waverun_arm_requests_total{provider=\"azure\",method=\"PUT\",code=\"429\"",
+        "waverun_arm_throttled_total{provider=\"azure\"}",
+        "waverun_arm_ratelimit_remaining{provider=\"azure\",subscription=",
+    ] {
+        assert!(metrics.contains(line), "{line} not in {metrics}");
+    }
+    assert!(metrics.ends_with("# EOF\n"));
     // ARM refused writes with 429: the daemon waited and went on.
     let requests = fake
         .admin()

@@ -395,7 +395,7 @@ async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<
             }
             let m = w.engine().metrics();
             m.set_runs(&runs);
-            Ok(m.encode())
+            Ok(m.encode_with(&w.provider_metrics()))
         })
         .await?;
     Ok((

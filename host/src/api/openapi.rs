@@ -152,6 +152,9 @@ struct MemberObserved {
     maintenance: Maintenance,
     labels: BTreeMap<String, String>,
     busy: bool,
+    /// `Running` or `Stopped`, when the platform says (a stopped cluster runs no upgrade).
+    #[serde(default)]
+    power_state: Option<String>,
     /// The run that holds the member's lease (one upgrade authority), if one does.
     #[serde(default)]
     lease_holder: Option<String>,

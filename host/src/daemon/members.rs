@@ -102,6 +102,9 @@ impl MemberBinding {
                 "busy": d.busy,
             },
         });
+        if let Some(s) = &d.power_state {
+            p["status"]["powerState"] = json!(s);
+        }
         if let Some(id) = &self.cluster_resource_id {
             p["clusterResourceId"] = json!(id);
         }

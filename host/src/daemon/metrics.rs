@@ -3,6 +3,7 @@
 //! what a scrape counts from the runs' status trees (runs, stages, groups and members by state,
 //! failure counts, waits by reason). This room owns the metric names and their labels.
 
+use crate::providers::ProviderMetric;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -209,11 +210,55 @@ impl Metrics {
 
     /// The text exposition.
     pub fn encode(&self) -> String {
+        self.encode_with(&[])
+    }
+
+    /// The text exposition, with what each provider measured (`(provider name, metric)`, a
+    /// `provider` label added) before its end.
+    pub fn encode_with(&self, providers: &[(String, ProviderMetric)]) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
-        out
+        if providers.is_empty() {
+            return out;
+        }
+        let body = out.strip_suffix("# EOF\n").unwrap_or(&out).to_string();
+        let mut families: BTreeMap<(&str, bool), Vec<String>> = BTreeMap::new();
+        for (provider, m) in providers {
+            let labels = std::iter::once(("provider", provider.as_str()))
+                .chain(m.labels.iter().map(|(k, v)| (*k, v.as_str())))
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect::<Vec<_>>()
+                .join(",");
+            families
+                .entry((m.name, m.counter))
+                .or_default()
+                .push(format!("{}{{{labels}}} {}", m.name, m.value));
+        }
+        let mut text = body;
+        for ((name, counter), samples) in families {
+            let family = if counter {
+                name.strip_suffix("_total").unwrap_or(name)
+            } else {
+                name
+            };
+            let kind = if counter { "counter" } else { "gauge" };
+            text.push_str(&format!("# TYPE {family} {kind}\n"));
+            for s in samples {
+                text.push_str(&s);
+                text.push('\n');
+            }
+        }
+        text.push_str("# EOF\n");
+        text
     }
+}
+
+/// A label value as the exposition format writes it.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Enum names as they are serialised (`Running`, `MaintenanceWindow`).

@@ -86,6 +86,14 @@ impl Worker {
         self.providers.get(name).cloned()
     }
 
+    /// What each provider measured, by provider name.
+    pub fn provider_metrics(&self) -> Vec<(String, crate::providers::ProviderMetric)> {
+        self.providers
+            .iter()
+            .flat_map(|(name, p)| p.metrics().into_iter().map(move |m| (name.clone(), m)))
+            .collect()
+    }
+
     /// The fleet clock.
     pub fn clock(&self) -> &FleetClock {
         &self.clock

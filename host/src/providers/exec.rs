@@ -1118,6 +1118,7 @@ impl Provider for ExecProvider {
             node_pools,
             region,
             busy: o.get("busy").and_then(Value::as_bool).unwrap_or(false),
+            power_state: None,
             maintenance,
             labels,
         })

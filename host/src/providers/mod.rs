@@ -110,6 +110,9 @@ pub struct Described {
     pub region: String,
     /// An operation is in progress on it.
     pub busy: bool,
+    /// Whether it runs (`Running`) or is stopped (`Stopped`), when the platform says: a stopped
+    /// cluster runs no upgrade.
+    pub power_state: Option<String>,
     /// Its maintenance windows, when the platform has them.
     pub maintenance: Option<Maintenance>,
     /// Labels the platform reports (a member's own labels win).
@@ -255,6 +258,19 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
+/// One measurement a provider exports (the daemon's `/metrics` adds a `provider` label).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderMetric {
+    /// The metric (`waverun_arm_requests_total`, …): a counter's name ends in `_total`.
+    pub name: &'static str,
+    /// Whether it only goes up (a counter) or is a gauge.
+    pub counter: bool,
+    /// Its labels, in order.
+    pub labels: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: u64,
+}
+
 /// A way to reach clusters.
 pub trait Provider: Send + Sync {
     /// The provider's name (`simulated`, `exec`, ...), as members name it.
@@ -297,6 +313,10 @@ pub trait Provider: Send + Sync {
         operation_id: Option<&str>,
     ) -> Result<OperationReport, ProviderError> {
         self.get_operation_by_id(cluster, &request.idempotency_key, operation_id)
+    }
+    /// What the provider measured (calls, throttling), for `/metrics`.
+    fn metrics(&self) -> Vec<ProviderMetric> {
+        Vec::new()
     }
     /// The releases available in `region`. A provider without a release calendar of its own
     /// (the simulated one: its fleet file has the releases) answers `Unsupported`.

@@ -158,6 +158,7 @@ impl SimulatedProvider {
             node_pools: c.node_pools.clone(),
             region: c.region.clone(),
             busy: false,
+            power_state: None,
             maintenance: (!c.maintenance.is_empty()).then(|| c.maintenance.clone()),
             labels: BTreeMap::new(),
         };

@@ -121,6 +121,7 @@ fn described(version: &str, image: &str) -> Box<Described> {
         }],
         region: "eastus".to_string(),
         busy: false,
+        power_state: None,
         maintenance: None,
         labels: Default::default(),
     })

@@ -347,18 +347,8 @@ const REFUSALS: [(Refusal, &str); 3] = [
 const STATUS_SLOTS: usize = 601;
 const TRANSPORT_SLOT: usize = 600;
 
-/// One sample for an exporter: a metric's name, its labels and value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MetricSample {
-    /// The metric (`waverun_arm_requests_total`, …).
-    pub name: &'static str,
-    /// Whether it only goes up (a counter) or is a gauge.
-    pub counter: bool,
-    /// Its labels, in order.
-    pub labels: Vec<(&'static str, String)>,
-    /// Its value.
-    pub value: u64,
-}
+/// One measurement ([`crate::providers::ProviderMetric`]).
+pub use crate::providers::ProviderMetric as MetricSample;
 
 /// What an [`ArmClient`] saw, in atomics (the per-subscription gauges behind a small lock).
 /// Shared (`Arc`) by the client and whoever exports it.

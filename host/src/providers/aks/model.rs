@@ -518,6 +518,11 @@ impl AksCluster {
                 .collect(),
             region: self.location.clone(),
             busy: self.busy(),
+            power_state: match self.power_state {
+                PowerState::Running => Some("Running".to_string()),
+                PowerState::Stopped => Some("Stopped".to_string()),
+                PowerState::Unknown => None,
+            },
             maintenance: None,
             labels: BTreeMap::new(),
         }

@@ -29,7 +29,7 @@ use super::model::{self, AksCluster, ClusterId, PoolSelection, PowerState};
 use crate::clock::{Clock, SystemClock};
 use crate::providers::{
     ClusterTarget, Described, OperationPhase, OperationReport, Provider, ProviderError,
-    ProviderErrorCode, Releases, Started, UpgradeRequest,
+    ProviderErrorCode, ProviderMetric, Releases, Started, UpgradeRequest,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -739,6 +739,10 @@ impl Provider for AksProvider {
             None => Handle::of(request),
         };
         self.follow(&id, handle, &request.idempotency_key)
+    }
+
+    fn metrics(&self) -> Vec<ProviderMetric> {
+        self.arm.metrics().snapshot()
     }
 
     fn list_releases(&self, region: &str) -> Result<Releases, ProviderError> {
