@@ -127,6 +127,9 @@ ADMIN ENDPOINTS (no auth, no api-version, not throttled, not in the request log)
     {"kind": "serverError", "status"?: 500, "code"?: "InternalServerError", "times"?: 1,
      "method"?: M, "pathContains"?: S, "retryAfter"?: S}
         (g) the next `times` matching requests (ARM, Entra or IMDS) get that 5xx, unapplied
+    {"kind": "concurrentWrite", "cluster": C}
+        the next PUT of C finds the cluster written by someone else since the client read it:
+        its eTag changes first, so an If-Match with the eTag read gets 412 (fact 8)
     {"kind": "expireTokens"}   every token issued so far is expired
   Every injection but the immediate ones (stop, start, aksOperation, deprecatedApis,
   expireTokens) takes an optional "times" (default 1).
@@ -1419,7 +1422,7 @@ class Cluster:
 class Injections:
     """Failures to come (settable in the seed and through POST /_fake/inject)."""
 
-    QUEUED = ("fail", "stuck", "reset", "serverError")
+    QUEUED = ("fail", "stuck", "reset", "serverError", "concurrentWrite")
     IMMEDIATE = ("stop", "start", "aksOperation", "deprecatedApis", "expireTokens")
 
     def __init__(self, fleet):
@@ -1835,6 +1838,10 @@ class App:
     def route_cluster(self, ctx, now, cluster, params):
         if ctx.method == "GET":
             return Response(200, cluster.resource(), {"ETag": '"%s"' % cluster.etag})
+        if self.fleet.injections.take("concurrentWrite", cluster=cluster):
+            # Someone else wrote the cluster between the client's GET and this PUT.
+            ctx.log["injected"] = "concurrentWrite"
+            cluster.touch()
         self.check_etag(ctx, cluster.etag)
         op, targets = cluster.put(ctx.json(), now)
         reset = self.write_accepted(ctx, cluster, op, targets)

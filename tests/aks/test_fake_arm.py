@@ -1014,6 +1014,19 @@ class Injected(FakeTestCase):
         self.fake.wait(lambda: self.fake.cluster()["properties"]["provisioningState"] == "Succeeded")
         self.assertEqual(self.fake.arm("PUT", mc("rg1", "alpha"), put_body(c, "1.34.1"))[0], 200)
 
+    def test_a_concurrent_write_makes_the_next_if_match_stale(self):
+        self.fake.inject(kind="concurrentWrite", cluster="alpha")
+        c = self.fake.cluster()
+        self.assertError(self.fake.arm("PUT", mc("rg1", "alpha"), put_body(c, "1.33.5"),
+                                       headers={"If-Match": c["eTag"]}), 412, "PreconditionFailed")
+        self.assertEqual(self.fake.upgrades("rg1", "alpha"), {})
+        # read again, written again: it passes (the injection was used once)
+        c = self.fake.cluster()
+        status, _, out = self.fake.arm("PUT", mc("rg1", "alpha"), put_body(c, "1.33.5"),
+                                       headers={"If-Match": c["eTag"]})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(self.fake.upgrades("rg1", "alpha"), {"kubernetesVersion=1.33.5": 1})
+
     def test_aks_initiated_operation_blocks_writes(self):
         self.fake.inject(kind="aksOperation", cluster="alpha", pool="user2", seconds=100000)
         e = self.assertError(self.fake.arm("PUT", mc("rg1", "alpha"),
