@@ -272,7 +272,7 @@ fn limits_and_the_public_url_are_checked_with_their_field_named() {
 #[test]
 fn an_aks_provider_takes_its_auth_and_limits_and_refuses_typos_and_limits_above_arms() {
     let dir = tempfile::tempdir().unwrap();
-    let ok = "providers:\n  azure:\n    type: aks\n    auth: {method: clientSecret, tenantId: t, clientId: c, clientSecretFile: secrets/app}\n    limits: {writesPerSecond: 0.1}\n    pollIntervalSeconds: 5\nmembers:\n- {name: a, provider: azure, clusterResourceId: /subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/a}\n";
+    let ok = "providers:\n  azure:\n    type: aks\n    auth: {method: clientSecret, tenantId: t, clientId: c, clientSecretFile: secrets/app}\n    limits: {writesPerSecond: 0.1}\n    pollIntervalSeconds: 5\nmembers:\n- {name: a, provider: azure, clusterResourceId: /subscriptions/0b1e0f3a-0000-4000-8000-000000000001/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/a}\n";
     let c = ServeConfig::resolve(Some(&write(&dir, ok)), Overrides::default()).unwrap();
     let ResolvedProvider::Aks(aks) = &c.providers["azure"] else {
         panic!("an aks provider")
@@ -290,6 +290,13 @@ fn an_aks_provider_takes_its_auth_and_limits_and_refuses_typos_and_limits_above_
     assert!(e.contains("providers.azure: auth.metod"), "{e}");
     let e = refused("providers:\n  azure: {type: aks, limits: {writesPerSecond: 50}}\n");
     assert!(e.contains("providers.azure.limits.writesPerSecond"), "{e}");
+    let e = refused("providers:\n  azure: {type: aks}\nmembers:\n- {name: a, provider: azure, clusterResourceId: /subscriptions/s1/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/a}\n");
+    assert!(
+        e.contains("members[0].clusterResourceId") && e.contains("not a GUID"),
+        "{e}"
+    );
+    let e = refused("providers:\n  azure: {type: aks}\nmembers:\n- {name: a, provider: azure}\n");
+    assert!(e.contains("members[0].clusterResourceId: missing"), "{e}");
     let e = refused("providers:\n  azure: {type: aks, clientSecret: hunter2}\n");
     assert!(e.contains("clientSecret") && !e.contains("hunter2"), "{e}");
 }

@@ -598,6 +598,21 @@ impl ServeConfig {
                     known.join(", ")
                 ));
             }
+            if let Some(ResolvedProvider::Aks(_)) = providers.get(&m.provider) {
+                let id = match (&m.cluster_resource_id, &m.cluster_ref) {
+                    (Some(id), _) => id.clone(),
+                    (None, Some(serde_json::Value::String(id))) => id.clone(),
+                    _ => {
+                        return Err(format!(
+                            "members[{i}].clusterResourceId: missing: an aks member is named by \
+                             /subscriptions/{{id}}/resourceGroups/{{name}}/providers/\
+                             Microsoft.ContainerService/managedClusters/{{name}}"
+                        ))
+                    }
+                };
+                crate::providers::aks::model::ClusterId::parse(&id)
+                    .map_err(|e| format!("members[{i}].clusterResourceId: {e}"))?;
+            }
             if !seen.insert(m.name.as_str()) {
                 return Err(format!("members[{i}].name: {:?} is listed twice", m.name));
             }
