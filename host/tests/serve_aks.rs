@@ -8,9 +8,9 @@ mod http_support;
 mod runtime_support;
 
 use aks_support::{
-    cluster_id, clusters, config_yaml, eventually, seed, FakeArm, NEW_IMAGE, OLD_IMAGE, REGIONS,
+    cluster_id, clusters, config_yaml, seed, FakeArm, NEW_IMAGE, OLD_IMAGE, REGIONS,
 };
-use http_support::Client;
+use http_support::{eventually, member, Client};
 use runtime_support::shared_cache;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -181,17 +181,6 @@ fn timeless(v: &Value) -> Value {
         Value::Array(a) => Value::Array(a.iter().map(timeless).collect()),
         other => other.clone(),
     }
-}
-
-/// The member `name` in a run's status tree.
-fn member<'a>(status: &'a Value, name: &str) -> &'a Value {
-    let stages = status["stages"].as_array().into_iter().flatten();
-    let groups = stages.flat_map(|s| s["groups"].as_array().into_iter().flatten());
-    let members = groups.flat_map(|g| g["members"].as_array().into_iter().flatten());
-    members
-        .into_iter()
-        .find(|m| m["name"] == name)
-        .unwrap_or_else(|| panic!("no member {name} in {status:#}"))
 }
 
 #[test]

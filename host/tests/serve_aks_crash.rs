@@ -17,7 +17,7 @@ mod runtime_support;
 
 use aks_support::{cluster_id, clusters, config_yaml, seed, FakeArm, NEW_IMAGE, REGIONS};
 use http_support::Client;
-use process_support::Life;
+use process_support::{Life, Rng};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,18 +34,6 @@ const MAX_KILLS_PER_RUN: usize = 20;
 const TIME_SCALE: &str = "40";
 /// The whole test, bounded.
 const DEADLINE: Duration = Duration::from_secs(300);
-
-/// A small deterministic generator (the kill points are reproducible).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 /// Where a life ends.
 #[derive(Clone, Copy, Debug)]

@@ -12,7 +12,7 @@ mod process_support;
 mod runtime_support;
 
 use http_support::Client;
-use process_support::Life;
+use process_support::{Life, Rng};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
@@ -71,18 +71,6 @@ fn start(dir: &Path, fleet: &Path, life: usize, trap: bool) -> Life {
         &[]
     };
     Life::start(&args, env, &dir.join(format!("life-{life}.log")))
-}
-
-/// A small deterministic generator (the kill points are reproducible).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 /// Everything the test has seen and must stay true.

@@ -6,11 +6,10 @@
 mod http_support;
 mod runtime_support;
 
-use http_support::Client;
+use http_support::{eventually, member, Client};
 use runtime_support::{shared_cache, workspace};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 use waverun_host::daemon::MemberBinding;
 use waverun_host::serve::{ModuleSource, ServeConfig, Server};
 
@@ -55,18 +54,6 @@ fn binding(name: &str, group: &str) -> MemberBinding {
         group: Some(group.to_string()),
         labels: BTreeMap::from([("env".to_string(), "test".to_string())]),
         long_term_support: false,
-    }
-}
-
-/// Polls `f` until it gives a value, for at most `secs` seconds.
-fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -207,17 +194,6 @@ fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
         (v["properties"]["status"]["maintenance"] == window).then_some(())
     });
     server.shutdown().unwrap();
-}
-
-/// The member `name` in a run's status tree.
-fn member<'a>(status: &'a Value, name: &str) -> &'a Value {
-    let stages = status["stages"].as_array().into_iter().flatten();
-    let groups = stages.flat_map(|s| s["groups"].as_array().into_iter().flatten());
-    let members = groups.flat_map(|g| g["members"].as_array().into_iter().flatten());
-    members
-        .into_iter()
-        .find(|m| m["name"] == name)
-        .unwrap_or_else(|| panic!("no member {name} in {status:#}"))
 }
 
 #[test]

@@ -3,13 +3,13 @@
 //! 3 regions, and the `waverun.yaml` that points the daemon at it.
 #![allow(dead_code)] // each test file uses a part
 
+pub use crate::http_support::eventually;
 use crate::http_support::Client;
 use crate::runtime_support::workspace;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 pub const SUB: &str = "6a8c1b7e-0000-4000-8000-000000000001";
 pub const OLD_IMAGE: &str = "AKSUbuntu-2204gen2containerd-202611.01.0";
@@ -96,18 +96,6 @@ impl Drop for FakeArm {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// Polls `f` until it gives a value, for at most `secs` seconds.
-pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -99,3 +99,29 @@ impl Client {
         self.call("GET", path, token, &[], None)
     }
 }
+
+/// Polls `f` until it gives a value, for at most `secs` seconds.
+pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The member `name` in a run's status tree.
+pub fn member<'a>(status: &'a Value, name: &str) -> &'a Value {
+    let stages = status["stages"].as_array().into_iter().flatten();
+    let groups = stages.flat_map(|s| s["groups"].as_array().into_iter().flatten());
+    let members = groups.flat_map(|g| g["members"].as_array().into_iter().flatten());
+    members
+        .into_iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no member {name} in {status:#}"))
+}

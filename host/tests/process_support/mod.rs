@@ -94,3 +94,16 @@ impl Drop for Life {
         }
     }
 }
+
+/// A small deterministic generator (xorshift: the kill points of a crash test are reproducible).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
