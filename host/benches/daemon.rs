@@ -14,11 +14,14 @@
 //! 7. half-open connections (slowloris): how many one peer holds, what the rest get, whether
 //!    another peer is served meanwhile, and when they are closed;
 //! 8. the start-up check on a 1 GB database (`quick_check`, schema, journal; and the full
-//!    `integrity_check` after an unclean stop).
+//!    `integrity_check` after an unclean stop);
+//! 9. the `aks` provider against the fake ARM (`tests/aks/fake_arm.py`, ARM's throttling on):
+//!    upgrades and ARM requests per second a run of many clusters sustains, with the client's
+//!    default rate limits and with limits at ARM's own.
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
 //! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
-//! sse, slowloris, check).
+//! sse, slowloris, check, aks).
 //! Figures are printed; nothing is asserted (shared machines are noisy).
 
 use serde_json::{json, Value};
@@ -577,6 +580,175 @@ fn main() {
     }
     if part("check") {
         start_up_check(dir.path(), quick);
+    }
+    if part("aks") {
+        aks_throughput(dir.path(), &cache, quick);
+    }
+}
+
+/// The fake ARM (a child process) seeded with `n` clusters in eastus on 1.33.2, 1.34.1
+/// available; its base URL.
+fn fake_arm(dir: &Path, n: usize) -> (Child, String) {
+    let pool = |name: &str, mode: &str| {
+        json!({"name": name, "mode": mode, "osType": "Linux", "count": 3,
+               "orchestratorVersion": "1.33.2", "nodeImageVersion": "AKSUbuntu-2204gen2containerd-202611.01.0"})
+    };
+    let clusters: serde_json::Map<String, Value> = (0..n)
+        .map(|i| {
+            let c = json!({"location": "eastus", "kubernetesVersion": "1.33.2",
+                           "agentPools": [pool("system", "System"), pool("user", "User")]});
+            (format!("c{i:04}"), c)
+        })
+        .collect();
+    let seed = json!({
+        "settings": {"operationSeconds": 60, "retryAfterSeconds": 1},
+        "identity": {"tenantId": "t", "resourceManager": "self",
+                     "clients": [{"clientId": "bench", "clientSecret": "bench-secret"}]},
+        "locations": {"*": {
+            "kubernetesVersions": [{"version": "1.33", "patchVersions": ["1.33.2"]},
+                                   {"version": "1.34", "patchVersions": ["1.34.1"]}],
+            "nodeImageVersions": ["AKSUbuntu-2204gen2containerd-202611.01.0"],
+        }},
+        "subscriptions": {"5b1e0f3a-0000-4000-8000-000000000009": {"resourceGroups": {"rg": {"managedClusters": clusters}}}},
+    });
+    let state = dir.join("seed.json");
+    std::fs::write(&state, seed.to_string()).unwrap();
+    let port_file = dir.join("fake.port");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/aks/fake_arm.py");
+    // Phases of 0.1 s: the figures are the provider's and ARM's limits, not AKS's durations.
+    let child = Command::new("python3")
+        .arg(script)
+        .args(["--port", "0", "--time-scale", "600", "--state"])
+        .arg(&state)
+        .arg("--port-file")
+        .arg(&port_file)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the fake ARM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port = loop {
+        if let Some(p) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u16>().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the fake ARM did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// 9: a Full run of many AKS clusters, every one at once, through the `aks` provider and the
+/// fake ARM with its throttling at ARM's published limits (250 reads, 200 writes, refilled at
+/// 25 and 10 a second per subscription).
+fn aks_throughput(dir: &Path, cache: &Path, quick: bool) {
+    let variants: &[(&str, &str)] = &[
+        ("the client's default limits (reads 3/s burst 50, writes 0.3/s burst 10)", ""),
+        (
+            "client limits at ARM's (reads 25/s burst 250, writes 10/s burst 200)",
+            "    limits: {readsPerSecond: 25, readBurst: 250, writesPerSecond: 10, writeBurst: 200}\n",
+        ),
+    ];
+    let n = if quick { 6 } else { 60 };
+    for (v, (label, limits)) in variants.iter().enumerate() {
+        if quick && v == 0 {
+            continue;
+        }
+        let sub = dir.join(format!("aks{v}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let (mut fake, base) = fake_arm(&sub, n);
+        std::fs::write(sub.join("secret"), "bench-secret").unwrap();
+        let members: Vec<Value> = (0..n)
+            .map(|i| json!({"name": format!("c{i:04}"), "provider": "azure", "group": "all",
+                "clusterResourceId": format!("/subscriptions/5b1e0f3a-0000-4000-8000-000000000009/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/c{i:04}")}))
+            .collect();
+        let config = sub.join("waverun.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:0\ndataDir: {data}\nproviders:\n  azure:\n    type: aks\n    auth: {{method: clientSecret, tenantId: t, clientId: bench, clientSecretFile: {secret}, authorityHost: {base}, resourceManager: {base}}}\n    pollIntervalSeconds: 1\n{limits}members: {members}\n",
+                data = sub.join("data").display(),
+                secret = sub.join("secret").display(),
+                members = Value::from(members),
+            ),
+        )
+        .unwrap();
+        let began = Instant::now();
+        let (d, _) = Daemon::start(
+            &["--config", config.to_str().unwrap()],
+            cache,
+            &sub.join("log"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(1_800);
+        while d.get("/members?$top=1000")["value"]
+            .as_array()
+            .map_or(0, Vec::len)
+            < n
+        {
+            assert!(
+                Instant::now() < deadline,
+                "members not registered: see {}",
+                sub.join("log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        while !d.get("/releases?region=eastus")["kubernetes"]
+            .to_string()
+            .contains("1.34.1")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no releases: see {}",
+                sub.join("log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let registered = began.elapsed();
+        let before = send(&agent(), "GET", &format!("{base}/_fake/requests"), None)["requests"]
+            .as_array()
+            .map_or(0, Vec::len);
+        let started = Instant::now();
+        d.put(
+            "/updateRuns/r1",
+            &json!({"properties": {
+                "strategy": {"stages": [{"name": "all", "groups": [{"name": "all", "maxConcurrency": "100%"}]}]},
+                "managedClusterUpdate": {"upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
+                                         "nodeImageSelection": {"type": "Latest"}}}}),
+        );
+        d.post("/updateRuns/r1/start");
+        loop {
+            let s = d.get("/updateRuns/r1")["properties"]["status"]["status"]["state"].clone();
+            if s != "Running" && s != "NotStarted" {
+                assert_eq!(s, "Completed", "see {}", sub.join("log").display());
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the run did not end: see {}",
+                sub.join("log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let took = started.elapsed();
+        let log = send(&agent(), "GET", &format!("{base}/_fake/requests"), None);
+        let requests = &log["requests"].as_array().unwrap()[before..];
+        let throttled = requests.iter().filter(|r| r["status"] == 429).count();
+        let writes = requests.iter().filter(|r| r["method"] != "GET").count();
+        println!(
+            "aks, {n} clusters, {label}: registered (described, releases listed) in {:.1} s; the run took {:.1} s: {:.2} upgrades/s, {} ARM requests ({:.1}/s; {} writes, {:.2}/s), {} answered 429",
+            registered.as_secs_f64(),
+            took.as_secs_f64(),
+            n as f64 / took.as_secs_f64(),
+            requests.len(),
+            requests.len() as f64 / took.as_secs_f64(),
+            writes,
+            writes as f64 / took.as_secs_f64(),
+            throttled,
+        );
+        d.stop();
+        let _ = fake.kill();
+        let _ = fake.wait();
     }
 }
 
