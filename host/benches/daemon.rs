@@ -650,7 +650,11 @@ fn aks_throughput(dir: &Path, cache: &Path, quick: bool) {
             "    limits: {readsPerSecond: 25, readBurst: 250, writesPerSecond: 10, writeBurst: 200}\n",
         ),
     ];
-    let n = if quick { 6 } else { 60 };
+    // `WAVERUN_BENCH_AKS_CLUSTERS=N` for another size.
+    let n = std::env::var("WAVERUN_BENCH_AKS_CLUSTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 6 } else { 60 });
     for (v, (label, limits)) in variants.iter().enumerate() {
         if quick && v == 0 {
             continue;

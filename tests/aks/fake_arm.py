@@ -2043,6 +2043,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default listen backlog is 5: a client opening dozens of connections at once
+    # (a daemon starting 60 upgrades) would see some reset after sending its request.
+    request_queue_size = 1024
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, OSError)):
