@@ -1425,13 +1425,18 @@ pub fn is_deprecated_api_block(status: u16, body: &[u8]) -> bool {
 /// A provider whose *write* got a 5xx does not know whether it was applied, and sets
 /// [`ProviderError::uncertain`] itself.
 pub fn classify_arm_error(status: u16, body: &[u8], retry_after: Option<&str>) -> ProviderError {
-    use ProviderErrorCode::*;
     let detail = parse_arm_error(body);
+    let mut e = classify(status, detail.as_ref(), body);
+    e.retry_after_seconds = retry_after.and_then(|s| s.trim().parse().ok());
+    e
+}
+
+/// [`classify_arm_error`] of an error already read: its status and detail (`raw` is the body,
+/// quoted when there is no detail).
+pub fn classify(status: u16, detail: Option<&ArmErrorDetail>, raw: &[u8]) -> ProviderError {
+    use ProviderErrorCode::*;
     let code = match status {
-        409 if detail
-            .as_ref()
-            .is_some_and(|d| d.code.eq_ignore_ascii_case("OperationNotAllowed")) =>
-        {
+        409 if detail.is_some_and(|d| d.code.eq_ignore_ascii_case("OperationNotAllowed")) => {
             OperationInProgress
         }
         412 => PreconditionFailed,
@@ -1445,15 +1450,13 @@ pub fn classify_arm_error(status: u16, body: &[u8], retry_after: Option<&str>) -
     };
     let message = match detail {
         Some(d) => d.to_string(),
-        None if body.is_empty() => format!("HTTP {status} (no body)"),
+        None if raw.is_empty() => format!("HTTP {status} (no body)"),
         None => format!(
             "HTTP {status}: {}",
-            String::from_utf8_lossy(&body[..body.len().min(200)])
+            String::from_utf8_lossy(&raw[..raw.len().min(200)])
         ),
     };
-    let mut e = ProviderError::new(code, message);
-    e.retry_after_seconds = retry_after.and_then(|s| s.trim().parse().ok());
-    e
+    ProviderError::new(code, message)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -588,15 +588,14 @@ fn refusal(e: ArmCallError) -> ProviderError {
     match e {
         ArmCallError::Provider(p) => p,
         ArmCallError::Status(e) => {
-            let body = serde_json::json!({"error": {
-                "code": e.code, "message": e.message, "subcode": e.subcode,
-            }});
-            let retry_after = e.retry_after.map(|s| s.to_string());
-            let mut p = model::classify_arm_error(
-                e.status,
-                body.to_string().as_bytes(),
-                retry_after.as_deref(),
-            );
+            let detail = model::ArmErrorDetail {
+                code: e.code,
+                message: e.message,
+                subcode: e.subcode,
+                ..model::ArmErrorDetail::default()
+            };
+            let mut p = model::classify(e.status, Some(&detail), &[]);
+            p.retry_after_seconds = e.retry_after;
             if let Some(c) = &e.correlation_id {
                 p.message.push_str(&format!(" [correlation id {c}]"));
             }
