@@ -93,6 +93,8 @@ pub enum SkipReason {
     /// More than one minor behind the target of a generated run (an auto-upgrade never skips
     /// a minor; a manual run must bring the member closer first).
     MinorVersionSkip,
+    /// Its pre-flight failed under `onPreflightFailure: Skip`.
+    PreflightFailed,
 }
 
 /// What a member needs, decided against the catalog at `now`.

@@ -28,6 +28,11 @@ pub enum ErrorCode {
     FailureThresholdExceeded,
     /// The engine could not read a snapshot.
     InvalidSnapshot,
+    /// A health check failed (a member's after its upgrade, or a gate's), or a person failed an
+    /// inconclusive one.
+    HealthCheckFailed,
+    /// A member's pre-flight failed (`onPreflightFailure: Fail`, or `Wait` past its limit).
+    PreflightFailed,
 }
 
 impl ErrorCode {
@@ -50,6 +55,8 @@ impl ErrorCode {
             ErrorCode::UpgradeFailed => "UpgradeFailed",
             ErrorCode::FailureThresholdExceeded => "FailureThresholdExceeded",
             ErrorCode::InvalidSnapshot => "InvalidSnapshot",
+            ErrorCode::HealthCheckFailed => "HealthCheckFailed",
+            ErrorCode::PreflightFailed => "PreflightFailed",
         }
     }
 }

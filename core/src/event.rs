@@ -44,6 +44,10 @@ pub enum EventKind {
     MemberSkipped,
     /// Not emitted by the engine: simulators and hosts record refused actions with it.
     ActionRejected,
+    GateFailed,
+    CheckStarted,
+    CheckMeasured,
+    CheckCompleted,
 }
 
 /// One state change: when, in which run, and the fact itself.
@@ -224,6 +228,80 @@ pub enum Fact {
         /// Gate id.
         gate_id: String,
     },
+    /// A gate failed: its health check failed, or a person failed it. Its stage (or group)
+    /// fails and the run stops.
+    GateFailed {
+        /// Its stage.
+        stage: String,
+        /// Its group (none for a stage's gate).
+        group: Option<String>,
+        /// Gate kind.
+        gate_type: GateType,
+        /// Before or after.
+        timing: GateTiming,
+        /// Gate id.
+        gate_id: String,
+        /// Who: `healthCheck`, or the person.
+        by: String,
+        /// Why.
+        message: String,
+    },
+    /// A health check started: of a gate, or of a member after its upgrade (measured from
+    /// `until`, the end of its soak).
+    CheckStarted {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: Option<String>,
+        /// The member, for a member's check.
+        member: Option<String>,
+        /// When the first measurement is due.
+        until: Option<Timestamp>,
+        /// The gate, for a gate's check.
+        gate_id: Option<String>,
+        /// The check.
+        check: String,
+        /// Its source, in a few words.
+        message: Option<String>,
+    },
+    /// One measurement of a check was reported.
+    CheckMeasured {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: Option<String>,
+        /// The member, for a member's check.
+        member: Option<String>,
+        /// [`Reason::Preflight`] for a pre-flight's measurement.
+        reason: Option<Reason>,
+        /// The gate, for a gate's check.
+        gate_id: Option<String>,
+        /// The check.
+        check: String,
+        /// The measurement's verdict.
+        verdict: crate::health::Verdict,
+        /// The sample that decided it.
+        value: Option<String>,
+        /// What it meant, or what the source said.
+        message: Option<String>,
+    },
+    /// A check is over.
+    CheckCompleted {
+        /// Its stage.
+        stage: String,
+        /// Its group.
+        group: Option<String>,
+        /// The member, for a member's check.
+        member: Option<String>,
+        /// The gate, for a gate's check.
+        gate_id: Option<String>,
+        /// The check.
+        check: String,
+        /// Pass, Fail or Inconclusive.
+        verdict: crate::health::Verdict,
+        /// Why.
+        message: String,
+    },
     /// A stage's after-stage wait started.
     AfterStageWaitStarted {
         /// The stage.
@@ -349,6 +427,10 @@ impl Fact {
             Fact::GateCreated { .. } => EventKind::GateCreated,
             Fact::GateCompleted { .. } => EventKind::GateCompleted,
             Fact::GateSkipped { .. } => EventKind::GateSkipped,
+            Fact::GateFailed { .. } => EventKind::GateFailed,
+            Fact::CheckStarted { .. } => EventKind::CheckStarted,
+            Fact::CheckMeasured { .. } => EventKind::CheckMeasured,
+            Fact::CheckCompleted { .. } => EventKind::CheckCompleted,
             Fact::AfterStageWaitStarted { .. } => EventKind::AfterStageWaitStarted,
             Fact::AfterStageWaitCompleted { .. } => EventKind::AfterStageWaitCompleted,
             Fact::AfterStageWaitSkipped { .. } => EventKind::AfterStageWaitSkipped,
@@ -417,6 +499,21 @@ impl Event {
         self.fields().gate_id
     }
 
+    /// The health check (check events).
+    pub fn check(&self) -> Option<&str> {
+        self.fields().check
+    }
+
+    /// A measurement's or a check's verdict (check events).
+    pub fn verdict(&self) -> Option<crate::health::Verdict> {
+        self.fields().verdict
+    }
+
+    /// The sample that decided a measurement (`CheckMeasured`).
+    pub fn value(&self) -> Option<&str> {
+        self.fields().value
+    }
+
     /// The target control plane (`MemberStarted`, when it moves).
     pub fn kubernetes_version(&self) -> Option<&str> {
         self.fields().kubernetes_version
@@ -478,6 +575,9 @@ impl Event {
             gate_type: None,
             timing: None,
             gate_id: None,
+            check: None,
+            verdict: None,
+            value: None,
             kubernetes_version: None,
             node_images: &[],
             operation_id: None,
@@ -594,6 +694,78 @@ impl Event {
                 f.timing = Some(*timing);
                 f.gate_id = Some(gate_id);
             }
+            Fact::GateFailed {
+                stage,
+                group,
+                gate_type,
+                timing,
+                gate_id,
+                by,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.gate_type = Some(*gate_type);
+                f.timing = Some(*timing);
+                f.gate_id = Some(gate_id);
+                f.by = Some(by);
+                f.message = Some(message);
+            }
+            Fact::CheckStarted {
+                stage,
+                group,
+                member,
+                until,
+                gate_id,
+                check,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.member = member.as_deref();
+                f.until = *until;
+                f.gate_id = gate_id.as_deref();
+                f.check = Some(check);
+                f.message = message.as_deref();
+            }
+            Fact::CheckMeasured {
+                stage,
+                group,
+                member,
+                reason,
+                gate_id,
+                check,
+                verdict,
+                value,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.member = member.as_deref();
+                f.reason = *reason;
+                f.gate_id = gate_id.as_deref();
+                f.check = Some(check);
+                f.verdict = Some(*verdict);
+                f.value = value.as_deref();
+                f.message = message.as_deref();
+            }
+            Fact::CheckCompleted {
+                stage,
+                group,
+                member,
+                gate_id,
+                check,
+                verdict,
+                message,
+            } => {
+                f.stage = Some(stage);
+                f.group = group.as_deref();
+                f.member = member.as_deref();
+                f.gate_id = gate_id.as_deref();
+                f.check = Some(check);
+                f.verdict = Some(*verdict);
+                f.message = Some(message);
+            }
             Fact::AfterStageWaitStarted { stage, until } => {
                 f.stage = Some(stage);
                 f.until = Some(*until);
@@ -705,6 +877,12 @@ struct Fields<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     gate_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    check: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict: Option<crate::health::Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     kubernetes_version: Option<&'a str>,
     #[serde(skip_serializing_if = "slice_is_empty")]
     node_images: &'a [PoolImage],
@@ -763,6 +941,12 @@ struct Wire {
     timing: Option<GateTiming>,
     #[serde(default)]
     gate_id: Option<String>,
+    #[serde(default)]
+    check: Option<String>,
+    #[serde(default)]
+    verdict: Option<crate::health::Verdict>,
+    #[serde(default)]
+    value: Option<String>,
     #[serde(default)]
     kubernetes_version: Option<String>,
     #[serde(default)]
@@ -880,6 +1064,44 @@ impl Wire {
                 timing: need!(timing, "timing"),
                 gate_id: need!(gate_id, "gateId"),
             },
+            EventKind::GateFailed => Fact::GateFailed {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                gate_type: need!(gate_type, "gateType"),
+                timing: need!(timing, "timing"),
+                gate_id: need!(gate_id, "gateId"),
+                by: need!(by, "by"),
+                message: need!(message, "message"),
+            },
+            EventKind::CheckStarted => Fact::CheckStarted {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                member: opt!(member),
+                until: opt!(until),
+                gate_id: opt!(gate_id),
+                check: need!(check, "check"),
+                message: opt!(message),
+            },
+            EventKind::CheckMeasured => Fact::CheckMeasured {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                member: opt!(member),
+                reason: opt!(reason),
+                gate_id: opt!(gate_id),
+                check: need!(check, "check"),
+                verdict: need!(verdict, "verdict"),
+                value: opt!(value),
+                message: opt!(message),
+            },
+            EventKind::CheckCompleted => Fact::CheckCompleted {
+                stage: need!(stage, "stage"),
+                group: opt!(group),
+                member: opt!(member),
+                gate_id: opt!(gate_id),
+                check: need!(check, "check"),
+                verdict: need!(verdict, "verdict"),
+                message: need!(message, "message"),
+            },
             EventKind::AfterStageWaitStarted => Fact::AfterStageWaitStarted {
                 stage: need!(stage, "stage"),
                 until: need!(until, "until"),
@@ -945,6 +1167,9 @@ impl Wire {
             ("gateType", self.gate_type.is_some()),
             ("timing", self.timing.is_some()),
             ("gateId", self.gate_id.is_some()),
+            ("check", self.check.is_some()),
+            ("verdict", self.verdict.is_some()),
+            ("value", self.value.is_some()),
             ("kubernetesVersion", self.kubernetes_version.is_some()),
             ("nodeImages", self.node_images.is_some()),
             ("operationId", self.operation_id.is_some()),
@@ -998,14 +1223,73 @@ pub struct UpgradeOperation {
 /// A cluster call for the host. Results come back as [`crate::Observation`]s.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "type")]
+#[allow(clippy::large_enum_variant)] // commands are transient; boxing would only burden hosts
 pub enum HostCommand {
     /// Start (or, if already started, keep following) a member upgrade.
     StartUpgrade(UpgradeOperation),
+    /// Take one measurement of a health check and report it
+    /// ([`crate::Observation::CheckMeasured`] with the same `measurementId`).
+    MeasureCheck(CheckRequest),
+}
+
+/// One measurement of a health check the host must take: the check as the strategy wrote it,
+/// what it is about, and why. The host measures (query, request, command, provider call) within
+/// the check's `timeoutSeconds` and reports what it got; the engine decides what it means.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckRequest {
+    /// Deterministic id: `{run}/{where}/{check}#{n}` — a repeated command is the same measurement.
+    pub measurement_id: String,
+    /// The run.
+    pub run: String,
+    /// The stage.
+    pub stage: String,
+    /// The group (none for a stage's gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The gate, for a HealthCheck gate's measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_id: Option<String>,
+    /// Why it is measured.
+    pub purpose: CheckPurpose,
+    /// The members it is about: the one member (after its upgrade, or before it starts), or
+    /// the members of the gate's group or stage.
+    pub members: Vec<CheckTarget>,
+    /// The check. A pre-flight's provider check is `{"name": "preflight", "provider": {}}`.
+    pub check: crate::health::HealthCheck,
+    /// For a pre-flight: the upgrade the member would start (the provider's guards need it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeOperation>,
+}
+
+/// Why a check is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CheckPurpose {
+    /// Before a member starts: may it?
+    Preflight,
+    /// After a member's upgrade: is it healthy?
+    AfterMember,
+    /// A HealthCheck gate before or after a stage or group.
+    Gate,
+}
+
+/// A member a check is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckTarget {
+    /// Member name.
+    pub name: String,
+    /// Its region.
+    pub region: String,
+    /// Its provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderRef>,
 }
 
 /// What [`crate::Engine::poll_output`] yields.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[allow(clippy::large_enum_variant)] // outputs are transient; boxing would only burden hosts
 pub enum Output {
     /// A cluster call to make.
     Command(HostCommand),
@@ -1027,6 +1311,10 @@ pub enum WakeReason {
     AfterStageWait,
     /// A fleet freeze ends.
     FreezeEnds,
+    /// A health check's next measurement is due (or a member's soak ends).
+    HealthCheck,
+    /// A member whose pre-flight failed is tried again.
+    Preflight,
 }
 
 /// The next instant the engine must be woken ([`crate::Engine::handle_timeout`]).

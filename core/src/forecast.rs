@@ -216,7 +216,7 @@ pub fn forecast(
             upgrade_minutes: minutes,
             basis,
             approvals: "approval gates are approved as soon as they are reached".to_string(),
-            failures: "no upgrade fails".to_string(),
+            failures: "no upgrade fails and every health check passes".to_string(),
             started_now,
         },
         expected: Expected::of(run, &end.status),

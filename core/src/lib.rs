@@ -79,6 +79,50 @@
 //! run never started is superseded. Members behind the target that missed a run are caught up
 //! by the next one; a member joining behind the target triggers one at once.
 //!
+//! ## Health checks
+//! A strategy may name checks (`healthChecks`: a Prometheus query with conditions, an HTTP
+//! endpoint, a command, or the provider's own view; [`health`]) and use them in three places:
+//! a **HealthCheck gate** before or after a stage or group, **`afterMemberChecks`** (a soak,
+//! then measurements, after each member's upgrade) and a member's **pre-flight**
+//! (`preflight` checks beside the provider's own, under `onPreflightFailure: Fail | Skip |
+//! Wait`). The engine asks for each measurement ([`HostCommand::MeasureCheck`], a deterministic
+//! `measurementId`) and takes what the host measured as an observation
+//! ([`Observation::CheckMeasured`]): samples of a query, or a verdict. What a measurement means
+//! (the conditions), when the next is due (a timer), and when a check is over (`count`,
+//! `failureLimit`, `inconclusiveLimit`, `consecutiveErrorLimit`) is decided here
+//! (`engine/checks.rs` over [`health::Analysis`]), so a replay of the journal decides the same
+//! without measuring again and the simulator decides from scripted results (`health:` in a
+//! scenario; a measurement nothing scripts passes), which is how `simulate` and the forecast
+//! show check points, soaks and their cost in time.
+//!
+//! - A HealthCheck gate is `Running` while it measures (nobody can approve it then), completes
+//!   `by: healthCheck` when its check passes, and fails when it fails: `GateFailed`, its group
+//!   or stage `Failed` with `HealthCheckFailed`, and the run stops as for a failure threshold.
+//!   An **inconclusive** check leaves the gate `Pending` for a person: `completeGate` goes on,
+//!   `failGate` fails it as above. Resuming the run measures a failed gate anew (a refused
+//!   approval waits for a person again).
+//! - After a member's upgrade succeeds, its checks start (`CheckStarted`, measured from the end
+//!   of `soakSeconds`); the member keeps its concurrency slot and its lease until they end
+//!   (so `maxConcurrency` bounds how many unverified clusters exist at once). All pass: the
+//!   member is `Completed`. One fails or is inconclusive: the member is `Failed` with
+//!   `HealthCheckFailed` (its new versions are recorded: the upgrade happened) and counts
+//!   toward `maxAllowedFailures`; the others are abandoned. A member is counted as succeeded
+//!   only when proven healthy, so an inconclusive member check fails it (a person decides at
+//!   gates, not per member).
+//! - Pre-flight is on for a stage or group that sets `onPreflightFailure` or `preflight`
+//!   (without them nothing changes: the upgrade itself fails as Azure's does). The member takes
+//!   its slot and lease, each pre-flight check is measured once (`count` 1), and when all pass
+//!   its upgrade starts (decided again: the catalog may have moved); if the run began stopping
+//!   meanwhile the member goes back to its queue. On a failure: `Fail` fails the member
+//!   (`PreflightFailed`, no upgrade), `Skip` skips it (reason `PreflightFailed`), `Wait` frees
+//!   the slot and makes it `Pending` (reason `Preflight`) until `retryIntervalSeconds` (default
+//!   300), then tries again, up to `maxWaitSeconds` (default one day) after its first failure,
+//!   then fails it. A group's settings win over its stage's.
+//! - Errors (timeouts, 5xx, refused queries) are never passes: the measurement is taken again
+//!   at the next interval and does not count toward `count`; more than `consecutiveErrorLimit`
+//!   (default 4) in a row fail the check. The verdict rules for a query's samples and for empty
+//!   results are in [`health`].
+//!
 //! ## Time
 //! Time is a value: every input carries `now` (a UTC [`Timestamp`]). Before handling an input
 //! the engine fires every timer due at `now`, so an input always meets an up-to-date engine;
@@ -216,6 +260,7 @@ pub mod engine;
 pub mod error;
 pub mod event;
 pub mod forecast;
+pub mod health;
 pub mod limits;
 pub mod model;
 #[cfg(feature = "openapi")]
@@ -235,7 +280,8 @@ pub mod window;
 pub use engine::{Command, Engine, GateSelector, Input, Observation};
 pub use error::{Error, ErrorCode, FieldError};
 pub use event::{
-    Event, EventKind, Fact, HostCommand, Output, UpgradeOperation, WakeReason, Wakeup,
+    CheckPurpose, CheckRequest, CheckTarget, Event, EventKind, Fact, HostCommand, Output,
+    UpgradeOperation, WakeReason, Wakeup,
 };
 pub use model::*;
 pub use state::{Reason, RunStatus, State};

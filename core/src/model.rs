@@ -124,6 +124,10 @@ pub struct ProviderRef {
 pub struct UpdateStrategy {
     /// Stages, run strictly one after another.
     pub stages: Vec<Stage>,
+    /// Named health checks that gates, `afterMemberChecks` and `preflight` refer to (waverun's
+    /// addition; an Azure document has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<crate::health::HealthCheck>,
 }
 
 /// One stage of a strategy.
@@ -162,6 +166,18 @@ pub struct Stage {
     /// Gates passed after the groups finish.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_gates: Vec<GateConfig>,
+    /// Checks after each member's upgrade: soak, then measure (waverun's addition; a group's
+    /// own setting wins over its stage's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_member_checks: Option<AfterMemberChecks>,
+    /// Checks before each member starts, beside the provider's own pre-flight (waverun's
+    /// addition; a group's own setting wins over its stage's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Preflight>,
+    /// What a failed pre-flight does to the member: `Fail` (the default, as Azure behaves),
+    /// `Skip` or `Wait`. Setting it (or `preflight`) turns pre-flight on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_preflight_failure: Option<PreflightPolicy>,
 }
 
 /// One group of a stage.
@@ -194,6 +210,60 @@ pub struct Group {
     /// Gates passed after the group's members finish.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_gates: Vec<GateConfig>,
+    /// Checks after each member's upgrade: soak, then measure (waverun's addition; a group's
+    /// own setting wins over its stage's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_member_checks: Option<AfterMemberChecks>,
+    /// Checks before each member starts, beside the provider's own pre-flight (waverun's
+    /// addition; a group's own setting wins over its stage's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Preflight>,
+    /// What a failed pre-flight does to the member: `Fail` (the default, as Azure behaves),
+    /// `Skip` or `Wait`. Setting it (or `preflight`) turns pre-flight on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_preflight_failure: Option<PreflightPolicy>,
+}
+
+/// `afterMemberChecks: {soakSeconds, checks}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AfterMemberChecks {
+    /// Seconds after the upgrade succeeded before the first measurement (default 0). The
+    /// member holds its concurrency slot (and its lease) until its checks end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak_seconds: Option<u64>,
+    /// Names of `healthChecks`, all measured side by side; each must pass.
+    pub checks: Vec<String>,
+}
+
+/// `preflight: {checks, retryIntervalSeconds, maxWaitSeconds}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Preflight {
+    /// Names of `healthChecks` measured once each before the member starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
+    /// Under `Wait`: seconds between attempts (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_interval_seconds: Option<u64>,
+    /// Under `Wait`: how long a member may wait before it fails (default 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_seconds: Option<u64>,
+}
+
+/// What a failed pre-flight does to a member.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PreflightPolicy {
+    /// The member fails (counted toward `maxAllowedFailures`).
+    #[default]
+    Fail,
+    /// The member is Skipped, with the reason.
+    Skip,
+    /// The member waits and is tried again, up to `maxWaitSeconds`, then fails.
+    Wait,
 }
 
 /// `memberSelector: {byLabel: "..."}`.
@@ -219,6 +289,9 @@ pub struct GateConfig {
     /// Required for `ScheduledStart`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_start_configuration: Option<ScheduledStartConfiguration>,
+    /// For `HealthCheck`: the name of one of the strategy's `healthChecks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<String>,
 }
 
 /// Gate kinds.
@@ -228,6 +301,9 @@ pub enum GateType {
     Approval,
     /// Opens at the next given weekday and time.
     ScheduledStart,
+    /// Opens when its health check passes; fails the stage when it fails; waits for a person
+    /// when it is inconclusive (waverun's addition).
+    HealthCheck,
 }
 
 /// When a `ScheduledStart` gate opens.

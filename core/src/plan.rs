@@ -36,7 +36,11 @@ pub fn default_strategy() -> UpdateStrategy {
             max_allowed_failures: None,
             before_gates: vec![],
             after_gates: vec![],
+            after_member_checks: None,
+            preflight: None,
+            on_preflight_failure: None,
         }],
+        health_checks: vec![],
     }
 }
 
@@ -264,6 +268,9 @@ pub struct PlannedGate {
     pub display_name: Option<String>,
     /// Whether a human must act (Approval gates).
     pub needs_human: bool,
+    /// A HealthCheck gate's check, as the strategy writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<String>,
 }
 
 /// One member in a plan.
@@ -299,6 +306,37 @@ pub struct PlannedGroup {
     pub max_allowed_failures: u32,
     /// Members in priority order at plan time, then by name.
     pub members: Vec<PlannedMember>,
+    /// The checks after each member's upgrade (`afterMemberChecks`, the group's or its
+    /// stage's), and the least time they add to each member: the soak and the intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_member_checks: Option<PlannedChecks>,
+    /// The pre-flight before each member, when on: its policy and checks (beside the
+    /// provider's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<PlannedPreflight>,
+}
+
+/// A group's checks after each member's upgrade, in a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedChecks {
+    /// Check names.
+    pub checks: Vec<String>,
+    /// Soak before the first measurement.
+    pub soak_seconds: u64,
+    /// The least time the checks add to each member when every measurement passes: the soak
+    /// plus the longest check's intervals.
+    pub added_seconds: u64,
+}
+
+/// A group's pre-flight, in a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedPreflight {
+    /// `Fail`, `Skip` or `Wait`.
+    pub policy: crate::model::PreflightPolicy,
+    /// Configured checks (the provider's own pre-flight always runs too).
+    pub checks: Vec<String>,
 }
 
 /// One stage in a plan.
@@ -487,11 +525,34 @@ pub fn plan_generated(
                     pm
                 })
                 .collect();
+            let after_member_checks =
+                crate::health::after_member_checks(strategy, si, gi).map(|a| {
+                    let soak = a.soak_seconds.unwrap_or(0);
+                    let longest = a
+                        .checks
+                        .iter()
+                        .filter_map(|c| strategy.health_checks.iter().find(|h| h.name == *c))
+                        .map(|h| h.interval() * u64::from(h.measurements().saturating_sub(1)))
+                        .max()
+                        .unwrap_or(0);
+                    PlannedChecks {
+                        checks: a.checks.clone(),
+                        soak_seconds: soak,
+                        added_seconds: soak + longest,
+                    }
+                });
+            let preflight =
+                crate::health::preflight_plan(strategy, si, gi).map(|p| PlannedPreflight {
+                    policy: p.policy,
+                    checks: p.checks,
+                });
             groups.push(PlannedGroup {
                 name: gname,
                 max_concurrency: gmc,
                 max_allowed_failures: gmaf,
                 members,
+                after_member_checks,
+                preflight,
             });
         }
         push_gates(
@@ -545,6 +606,7 @@ fn push_gates(
             gate_type: g.gate_type,
             display_name: g.display_name.clone(),
             needs_human: g.gate_type == GateType::Approval,
+            health_check: g.health_check.clone(),
         });
     }
 }

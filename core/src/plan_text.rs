@@ -37,6 +37,27 @@ pub fn render_text(p: &Plan) -> String {
                 g.max_allowed_failures,
                 g.members.len()
             );
+            if let Some(p) = &g.preflight {
+                let extra = if p.checks.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {}", p.checks.join(", "))
+                };
+                let _ = writeln!(
+                    out,
+                    "    pre-flight: the provider's{extra}; on failure {:?}",
+                    p.policy
+                );
+            }
+            if let Some(c) = &g.after_member_checks {
+                let _ = writeln!(
+                    out,
+                    "    after each member: soak {}s, then {} (at least {}s per member)",
+                    c.soak_seconds,
+                    c.checks.join(", "),
+                    c.added_seconds
+                );
+            }
             for m in &g.members {
                 let mut line = format!("    {} ({}): {}", m.name, m.region, m.action);
                 if let Some(v) = &m.kubernetes_version {
@@ -50,6 +71,30 @@ pub fn render_text(p: &Plan) -> String {
                 }
                 let _ = writeln!(out, "{line}");
             }
+        }
+    }
+    let checked: Vec<_> = p
+        .gates
+        .iter()
+        .filter(|g| g.health_check.is_some())
+        .collect();
+    if !checked.is_empty() {
+        let _ = writeln!(
+            out,
+            "Health-check gates (a person decides when inconclusive):"
+        );
+        for g in checked {
+            let _ = writeln!(
+                out,
+                "  {:?} {}{}: check {}",
+                g.timing,
+                g.stage,
+                g.group
+                    .as_ref()
+                    .map(|x| format!("/{x}"))
+                    .unwrap_or_default(),
+                g.health_check.as_deref().unwrap_or_default()
+            );
         }
     }
     let human: Vec<_> = p.gates.iter().filter(|g| g.needs_human).collect();

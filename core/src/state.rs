@@ -71,6 +71,15 @@ pub enum Reason {
     /// are made again (unavailable, busy, timed out, an outcome not known yet). Never produced by
     /// the engine: the daemon adds it to a running member from what its provider last answered.
     Provider,
+    /// A health check: a member soaks or is measured after its upgrade, or a HealthCheck gate
+    /// measures.
+    HealthCheck,
+    /// A member's pre-flight is measured, or failed and is tried again later (`Wait`).
+    Preflight,
+    /// A health check failed (a gate's, failing its stage or group).
+    HealthCheckFailed,
+    /// A member's pre-flight failed (`onPreflightFailure: Skip`).
+    PreflightFailed,
 }
 
 /// `{code, message}` on a status node.
@@ -146,6 +155,70 @@ pub struct GateStatus {
     /// Who completed it (audit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_by: Option<String>,
+    /// HealthCheck: the check's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<String>,
+    /// HealthCheck: its measurements so far and its verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckStatus>,
+}
+
+/// A health check on a node of the tree: where it stands, its last measurement, its verdict.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckStatus {
+    /// The check's name (`preflight` for the provider's pre-flight).
+    pub name: String,
+    /// `NotStarted` (soaking), `Running`, `Completed` (passed), `Failed`, `Pending`
+    /// (inconclusive, for a person), `Skipped` (abandoned: another check decided).
+    pub state: State,
+    /// The source, in a few words (`prometheus: <query>`), as viewers see it.
+    pub source: String,
+    /// The conditions over a query's result, when it has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// Measurements taken (errors not counted), of how many.
+    pub taken: u32,
+    /// Measurements wanted.
+    pub count: u32,
+    /// Failed and inconclusive measurements so far.
+    pub failed: u32,
+    /// Inconclusive measurements so far.
+    pub inconclusive: u32,
+    /// Errors in a row so far.
+    pub consecutive_errors: u32,
+    /// When the next measurement is due (or the soak ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub next_at: Option<Timestamp>,
+    /// The last measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<MeasurementStatus>,
+    /// The verdict, once over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::health::Verdict>,
+    /// Why it ended so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One measurement as the tree shows it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeasurementStatus {
+    /// When it was reported.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
+    pub at: Timestamp,
+    /// Its verdict.
+    pub verdict: crate::health::Verdict,
+    /// The value that decided it (a query's sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// What it meant, or what the source said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// `afterStageWaitStatus`.
@@ -183,6 +256,9 @@ pub struct MemberStatus {
     /// What it waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_on: Option<WaitingOn>,
+    /// Its pre-flight (last attempt) and its checks after the upgrade.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckStatus>,
 }
 
 /// A group in the status tree.

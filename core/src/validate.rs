@@ -4,8 +4,8 @@
 use crate::error::{Error, Errors, FieldError};
 use crate::limits::{Limit, MAX_STAGE_CONCURRENCY};
 use crate::model::{
-    AutoUpgradeProfile, GateConfig, GateType, Member, NodeImageSelectionType, UpdateRunSpec,
-    UpdateStrategy, UpgradeChannel, UpgradeType,
+    AfterMemberChecks, AutoUpgradeProfile, GateConfig, GateType, Member, NodeImageSelectionType,
+    Preflight, UpdateRunSpec, UpdateStrategy, UpgradeChannel, UpgradeType,
 };
 use crate::selector::{validate_label_key, validate_label_value, LabelSelector};
 use crate::version::{image_family, validate_image_version, KubeVersion};
@@ -163,6 +163,12 @@ pub fn validate_strategy(path: &str, s: &UpdateStrategy, errors: &mut Errors) {
     if s.stages.is_empty() {
         errors.push(join(path, "stages"), "needs at least one stage");
     }
+    let checks_path = join(path, "healthChecks");
+    crate::health::validate_checks(&s.health_checks, &checks_path, errors);
+    let checks = Checks {
+        names: s.health_checks.iter().map(|c| c.name.as_str()).collect(),
+        path: &checks_path,
+    };
     let mut stage_names = BTreeMap::new();
     let mut group_names: BTreeMap<&str, String> = BTreeMap::new();
     for (si, stage) in s.stages.iter().enumerate() {
@@ -220,14 +226,17 @@ pub fn validate_strategy(path: &str, s: &UpdateStrategy, errors: &mut Errors) {
             &format!("{sp}.beforeGates"),
             &stage.before_gates,
             true,
+            &checks,
             errors,
         );
         check_gates(
             &format!("{sp}.afterGates"),
             &stage.after_gates,
             false,
+            &checks,
             errors,
         );
+        checks.tier(&sp, &stage.after_member_checks, &stage.preflight, errors);
         for (gi, group) in stage.groups.iter().enumerate() {
             let gp = format!("{sp}.groups[{gi}]");
             check_name(&format!("{gp}.name"), &group.name, errors);
@@ -261,14 +270,17 @@ pub fn validate_strategy(path: &str, s: &UpdateStrategy, errors: &mut Errors) {
                 &format!("{gp}.beforeGates"),
                 &group.before_gates,
                 true,
+                &checks,
                 errors,
             );
             check_gates(
                 &format!("{gp}.afterGates"),
                 &group.after_gates,
                 false,
+                &checks,
                 errors,
             );
+            checks.tier(&gp, &group.after_member_checks, &group.preflight, errors);
         }
     }
     // A stage without groups forms an implicit group named after the stage; it must not collide.
@@ -303,13 +315,115 @@ fn check_selector(path: &str, sel: &str, errors: &mut Errors) {
     }
 }
 
-fn check_gates(path: &str, gates: &[GateConfig], before: bool, errors: &mut Errors) {
+/// The strategy's check names, for the places that refer to them.
+struct Checks<'a> {
+    names: BTreeSet<&'a str>,
+    path: &'a str,
+}
+
+impl Checks<'_> {
+    /// `path` names a check of the strategy.
+    fn refer(&self, path: &str, name: &str, errors: &mut Errors) {
+        if !self.names.contains(name) {
+            let known = if self.names.is_empty() {
+                "the strategy has no healthChecks".to_string()
+            } else {
+                let list: Vec<&str> = self.names.iter().copied().collect();
+                format!("{} has {}", self.path, list.join(", "))
+            };
+            errors.push(
+                path,
+                format!("\"{name}\" is not a check of {} ({known})", self.path),
+            );
+        }
+    }
+
+    /// A stage's or group's `afterMemberChecks` and `preflight`.
+    fn tier(
+        &self,
+        path: &str,
+        after: &Option<AfterMemberChecks>,
+        preflight: &Option<Preflight>,
+        errors: &mut Errors,
+    ) {
+        if let Some(a) = after {
+            let ap = format!("{path}.afterMemberChecks");
+            if a.checks.is_empty() {
+                errors.push(format!("{ap}.checks"), "names no check");
+            }
+            for (i, c) in a.checks.iter().enumerate() {
+                self.refer(&format!("{ap}.checks[{i}]"), c, errors);
+            }
+            if let Some(s) = a.soak_seconds {
+                if s > MAX_AFTER_STAGE_WAIT_SECONDS {
+                    errors.push(
+                        format!("{ap}.soakSeconds"),
+                        format!(
+                            "{s} is above the maximum of {MAX_AFTER_STAGE_WAIT_SECONDS} (7 days)"
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(p) = preflight {
+            let pp = format!("{path}.preflight");
+            for (i, c) in p.checks.iter().enumerate() {
+                self.refer(&format!("{pp}.checks[{i}]"), c, errors);
+            }
+            if let Some(r) = p.retry_interval_seconds {
+                if !(1..=86_400).contains(&r) {
+                    errors.push(
+                        format!("{pp}.retryIntervalSeconds"),
+                        format!("{r} is outside 1..=86400"),
+                    );
+                }
+            }
+            if let Some(m) = p.max_wait_seconds {
+                if m > MAX_AFTER_STAGE_WAIT_SECONDS {
+                    errors.push(
+                        format!("{pp}.maxWaitSeconds"),
+                        format!(
+                            "{m} is above the maximum of {MAX_AFTER_STAGE_WAIT_SECONDS} (7 days)"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn check_gates(
+    path: &str,
+    gates: &[GateConfig],
+    before: bool,
+    checks: &Checks<'_>,
+    errors: &mut Errors,
+) {
     for (i, g) in gates.iter().enumerate() {
         let p = format!("{path}[{i}]");
         if let Some(d) = &g.display_name {
             check_text(&format!("{p}.displayName"), d, MAX_TEXT_CHARS, errors);
         }
+        match (g.gate_type, &g.health_check) {
+            (GateType::HealthCheck, None) => errors.push(
+                format!("{p}.healthCheck"),
+                "is required for a HealthCheck gate (the name of one of the strategy's healthChecks)",
+            ),
+            (GateType::HealthCheck, Some(name)) => {
+                checks.refer(&format!("{p}.healthCheck"), name, errors)
+            }
+            (_, Some(_)) => errors.push(
+                format!("{p}.healthCheck"),
+                "is only allowed on a HealthCheck gate",
+            ),
+            (_, None) => {}
+        }
         match (g.gate_type, &g.scheduled_start_configuration) {
+            (GateType::HealthCheck, Some(_)) => errors.push(
+                format!("{p}.scheduledStartConfiguration"),
+                "is only allowed on a ScheduledStart gate",
+            ),
+            (GateType::HealthCheck, None) => {}
             (GateType::Approval, Some(_)) => errors.push(
                 format!("{p}.scheduledStartConfiguration"),
                 "is only allowed on a ScheduledStart gate",

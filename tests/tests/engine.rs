@@ -3745,6 +3745,8 @@ struct Harness {
     events: Vec<Event>,
     /// Every StartUpgrade command so far.
     started: Vec<UpgradeOperation>,
+    /// Every MeasureCheck command so far.
+    measured: Vec<waverun_core::CheckRequest>,
     /// Every output so far, in order.
     outputs: Vec<Output>,
     /// How far [`Harness::take`] / [`Harness::take_started`] have read.
@@ -3762,6 +3764,7 @@ impl Harness {
             now,
             events: Vec::new(),
             started: Vec::new(),
+            measured: Vec::new(),
             outputs: Vec::new(),
             seen_events: 0,
             seen_started: 0,
@@ -3791,6 +3794,7 @@ impl Harness {
             match &out {
                 Output::Event(e) => self.events.push(e.clone()),
                 Output::Command(HostCommand::StartUpgrade(op)) => self.started.push(op.clone()),
+                Output::Command(HostCommand::MeasureCheck(req)) => self.measured.push(req.clone()),
             }
             self.outputs.push(out);
         }

@@ -326,8 +326,12 @@ fn build(g: &Gen) -> Scenario {
                 max_allowed_failures: Some("1".into()),
                 before_gates: vec![],
                 after_gates: vec![],
+                after_member_checks: None,
+                preflight: None,
+                on_preflight_failure: None,
             })
             .collect(),
+        health_checks: vec![],
     };
     let profiles: Vec<AutoUpgradeProfile> = g
         .profiles
@@ -409,6 +413,7 @@ fn build(g: &Gen) -> Scenario {
         profiles,
         run,
         actions,
+        health: vec![],
     }
 }
 

@@ -540,6 +540,7 @@ fn build_gate(g: &GenGate, i: usize) -> GateConfig {
             start_time: hh_mm(q),
             utc_offset: (o != 0).then(|| offset_text(o)),
         }),
+        health_check: None,
     }
 }
 
@@ -594,6 +595,9 @@ fn build_strategy(stages: &[GenStage]) -> (UpdateStrategy, Vec<Slot>) {
                     max_allowed_failures: g.max_allowed_failures.clone(),
                     before_gates: build_gates(&g.before),
                     after_gates: build_gates(&g.after),
+                    after_member_checks: None,
+                    preflight: None,
+                    on_preflight_failure: None,
                 });
             }
         }
@@ -606,9 +610,18 @@ fn build_strategy(stages: &[GenStage]) -> (UpdateStrategy, Vec<Slot>) {
             max_allowed_failures: s.max_allowed_failures.clone(),
             before_gates: build_gates(&s.before),
             after_gates: build_gates(&s.after),
+            after_member_checks: None,
+            preflight: None,
+            on_preflight_failure: None,
         });
     }
-    (UpdateStrategy { stages: out }, slots)
+    (
+        UpdateStrategy {
+            stages: out,
+            health_checks: vec![],
+        },
+        slots,
+    )
 }
 
 fn build(g: &GenScenario) -> Scenario {
@@ -870,6 +883,7 @@ fn build(g: &GenScenario) -> Scenario {
         profiles: Vec::new(),
         run: Some(run),
         actions,
+        health: vec![],
     }
 }
 
@@ -934,7 +948,11 @@ fn default_strategy() -> UpdateStrategy {
             max_allowed_failures: None,
             before_gates: vec![],
             after_gates: vec![],
+            after_member_checks: None,
+            preflight: None,
+            on_preflight_failure: None,
         }],
+        health_checks: vec![],
     }
 }
 
@@ -1405,6 +1423,15 @@ fn check_event(
     let stage = ev.stage().map(str::to_string).unwrap_or_default();
     let group = ev.group().map(str::to_string);
     match ev.kind() {
+        EventKind::GateFailed
+        | EventKind::CheckStarted
+        | EventKind::CheckMeasured
+        | EventKind::CheckCompleted => {
+            return Err(format!(
+                "{:?}, but the generated strategies have no health checks",
+                ev.kind()
+            ))
+        }
         EventKind::RunStarted => {
             if seen.run_started_at.is_some() {
                 return Err("RunStarted twice".to_string());
@@ -1818,6 +1845,7 @@ fn check_event(
                 .map(|e| e.message.clone())
                 .unwrap_or_default();
             match action.kind {
+                ActionKind::FailGate => return Err("the generator makes no failGate".to_string()),
                 ActionKind::Approve => {
                     let g = action.gate.clone().ok_or("approve without gate")?;
                     let pending = seen.gates.values().any(|x| {
@@ -2224,6 +2252,7 @@ fn check_actions(
             continue;
         }
         match a.kind {
+            ActionKind::FailGate => return Err("the generator makes no failGate".to_string()),
             ActionKind::Start => {
                 if count(EventKind::RunStarted, None) + count(EventKind::RunResumed, None) == 0 {
                     return Err(format!(

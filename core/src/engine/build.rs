@@ -63,6 +63,8 @@ impl Engine {
                         node_images: Vec::new(),
                         pending: None,
                         skip_reason: None,
+                        preflight: None,
+                        checks: Vec::new(),
                         has_window: self.members[&m.name]
                             .window(run.target.upgrade_type)
                             .is_some(),

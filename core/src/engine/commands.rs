@@ -3,7 +3,7 @@
 
 use super::gates::{describe_gate, find_gate, gate_ref};
 use super::input::{Command, GateSelector};
-use super::tree::{MemberLoc, MemberRecord, Node, Run, RunIndex, StopCause};
+use super::tree::{GateLoc, MemberLoc, MemberRecord, Node, Run, RunIndex, StopCause};
 use super::Engine;
 use super::{invalid_state, not_found};
 use crate::catalog::Catalog;
@@ -20,6 +20,12 @@ impl Engine {
         match c {
             Command::UpsertMember { member } => self.upsert_member(member),
             Command::DeleteMember { name } => self.delete_member(&name),
+            Command::FailGate {
+                run,
+                gate,
+                by,
+                message,
+            } => self.fail_gate_command(&run, &gate, by, message),
             Command::UpsertStrategy { name, strategy } => {
                 let mut e = Errors::default();
                 validate::check_name("name", &name, &mut e);
@@ -371,6 +377,8 @@ impl Engine {
             }
         }
         self.emit(Event::new(now, name, Fact::RunResumed));
+        // A gate that failed (its check, or a person) is measured (or waits for a person) anew.
+        self.remeasure_failed_gates(name);
         // Groups a failure kept from being entered are entered by `settle`; members whose
         // timers fired while the run was stopped or failed go back in their queues.
         let cur = self.runs[name].current;
@@ -410,31 +418,49 @@ impl Engine {
         sel: &GateSelector,
         by: Option<String>,
     ) -> Result<(), Error> {
+        let loc = self.pending_gate(name, sel, "approve")?;
+        self.complete_gate(name, &loc, by.unwrap_or_else(|| "user".to_string()));
+        Ok(())
+    }
+
+    /// `FailGate`: a person fails a Pending gate (an inconclusive health check, an approval
+    /// refused); its stage or group fails and the run stops.
+    pub(super) fn fail_gate_command(
+        &mut self,
+        name: &str,
+        sel: &GateSelector,
+        by: Option<String>,
+        message: Option<String>,
+    ) -> Result<(), Error> {
+        if let Some(m) = &message {
+            let mut e = Errors::default();
+            validate::check_text("message", m, 1000, &mut e);
+            e.into_result()?;
+        }
+        let loc = self.pending_gate(name, sel, "fail")?;
+        let by = by.unwrap_or_else(|| "user".to_string());
+        let why = message.unwrap_or_else(|| format!("failed by {by}"));
+        self.fail_gate(name, &loc, by, why);
+        Ok(())
+    }
+
+    /// The Pending gate `sel` names, or why it cannot be approved or failed (`action`) now.
+    fn pending_gate(&self, name: &str, sel: &GateSelector, action: &str) -> Result<GateLoc, Error> {
         let run = self.get_run(name)?;
         let loc = find_gate(run, sel)?;
         let gate = gate_ref(run, &loc).expect("found");
+        let what = describe_gate(run, &loc);
+        let refuse = |why: String| Err(Error::new(ErrorCode::InvalidState, why));
         match gate.state {
-            State::Pending => {}
-            State::NotStarted => {
-                return Err(Error::new(
-                    ErrorCode::InvalidState,
-                    format!(
-                        "gate {} of run \"{name}\" is NotStarted: the run has not reached it yet",
-                        describe_gate(run, &loc)
-                    ),
-                ))
-            }
-            s => {
-                return Err(Error::new(
-                    ErrorCode::InvalidState,
-                    format!(
-                        "gate {} of run \"{name}\" is already {s:?}",
-                        describe_gate(run, &loc)
-                    ),
-                ))
-            }
+            State::Pending => Ok(loc),
+            State::NotStarted => refuse(format!(
+                "gate {what} of run \"{name}\" is NotStarted: the run has not reached it yet"
+            )),
+            State::Running => refuse(format!(
+                "gate {what} of run \"{name}\" is measuring its health check \"{}\": it can be {action}d by a person only once inconclusive (or skip its group or stage)",
+                gate.config.health_check.as_deref().unwrap_or_default()
+            )),
+            s => refuse(format!("gate {what} of run \"{name}\" is already {s:?}")),
         }
-        self.complete_gate(name, &loc, by.unwrap_or_else(|| "user".to_string()));
-        Ok(())
     }
 }

@@ -53,6 +53,16 @@ impl Engine {
     /// failed group of the stage (strategy order) and its error.
     pub(super) fn fail_stage_for_group(&mut self, name: &str, si: usize) {
         let stage = &self.runs[name].stages[si];
+        // A group failed by its health check fails the stage the same way.
+        let code = match stage.groups.iter().find(|g| g.tier.failed) {
+            Some(g)
+                if g.tier.node.error.as_ref().map(|e| e.code.as_str())
+                    == Some(ErrorCode::HealthCheckFailed.as_str()) =>
+            {
+                ErrorCode::HealthCheckFailed
+            }
+            _ => ErrorCode::FailureThresholdExceeded,
+        };
         let why = match stage.groups.iter().find(|g| g.tier.failed) {
             Some(g) => format!(
                 "group \"{}\" failed: {}",
@@ -66,30 +76,36 @@ impl Engine {
             ),
             None => "a group of the stage failed".to_string(),
         };
-        self.mark_stage_failed(name, si, &why);
+        self.mark_stage_failed(name, si, code, &why);
     }
 
     /// Fails a stage at once (its threshold was exceeded) and stops the run.
     pub(super) fn fail_stage(&mut self, name: &str, si: usize, why: &str) {
-        self.mark_stage_failed(name, si, why);
+        self.mark_stage_failed(name, si, ErrorCode::FailureThresholdExceeded, why);
         self.halt_for_failure(name);
     }
 
-    /// Marks a stage Failed (event, stage and run errors); does not stop the run by itself.
-    pub(super) fn mark_stage_failed(&mut self, name: &str, si: usize, why: &str) {
+    /// Marks a stage Failed (event, stage and run errors) with `code` (a threshold exceeded, or
+    /// a health check failed); does not stop the run by itself.
+    pub(super) fn mark_stage_failed(&mut self, name: &str, si: usize, code: ErrorCode, why: &str) {
         let now = self.now;
         let run = self.runs.get_mut(name).expect("run");
         let stage = &mut run.stages[si];
-        stage.tier.fail(now, why);
+        stage.tier.fail_with(now, code, why);
+        let reason = if code == ErrorCode::HealthCheckFailed {
+            Reason::HealthCheckFailed
+        } else {
+            Reason::FailureThresholdExceeded
+        };
         let fact = Fact::StageFailed {
             stage: stage.tier.name.clone(),
-            reason: Reason::FailureThresholdExceeded,
+            reason,
             message: why.to_string(),
         };
         let ev = Event::new(now, name, fact);
         let msg = format!("stage \"{}\" failed: {why}", stage.tier.name);
         run.node.error = Some(StatusError {
-            code: ErrorCode::FailureThresholdExceeded.to_string(),
+            code: code.to_string(),
             message: msg,
         });
         self.emit(ev);
@@ -109,7 +125,7 @@ impl Engine {
         if !run.active() || run.stopping == Some(StopCause::Failure) {
             return; // failing (or failed) already: a threshold was exceeded first
         }
-        self.mark_stage_failed(name, si, why);
+        self.mark_stage_failed(name, si, ErrorCode::FailureThresholdExceeded, why);
         let run = self.runs.get_mut(name).expect("run");
         run.node.error = Some(StatusError {
             code: code.to_string(),

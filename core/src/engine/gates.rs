@@ -230,7 +230,11 @@ impl Engine {
             gate_id: id,
             message: gate.config.display_name.clone(),
         };
+        let health = gate.config.gate_type == GateType::HealthCheck;
         self.emit(Event::new(now, name, fact));
+        if health {
+            self.begin_gate_check(name, &loc);
+        }
         if let Some(at) = open_at {
             if at <= now {
                 self.complete_gate(name, &loc, "schedule".to_string());

@@ -95,6 +95,21 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
     },
+    /// Fail a Pending gate: an inconclusive HealthCheck gate a person judged unhealthy, or an
+    /// approval refused. The gate's stage (or group) fails and the run stops as for a
+    /// failure threshold.
+    FailGate {
+        /// Run name.
+        run: String,
+        /// Which gate.
+        gate: GateSelector,
+        /// Who (audit record).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        /// Why (shown on the gate and in the run's error).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// Create a retry run over the failed / skipped / pending members of a finished run,
     /// pinned to the same resolved versions.
     CreateRetryRun {
@@ -173,6 +188,21 @@ pub enum Observation {
         operation_id: String,
         /// What the cluster said.
         message: String,
+    },
+    /// One measurement of a health check ([`crate::HostCommand::MeasureCheck`]) was taken.
+    /// Unknown or already-counted measurement ids are ignored.
+    CheckMeasured {
+        /// The measurement.
+        measurement_id: String,
+        /// A query's samples (empty: no data), decided by the check's conditions.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        values: Option<Vec<crate::health::Sample>>,
+        /// The verdict, for sources that give one, and for errors.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<crate::health::Verdict>,
+        /// What the source said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// A member's observed versions.
     MemberObserved {

@@ -16,6 +16,7 @@
 //! `failures` (thresholds, the end of a drain) and `status` (the tree a user sees).
 
 mod build;
+mod checks;
 mod commands;
 mod failures;
 mod gates;
@@ -59,6 +60,9 @@ pub struct Engine {
     lease_waiters: BTreeMap<String, BTreeSet<MemberLoc>>,
     catalog_waiters: BTreeSet<MemberLoc>,
     operations: BTreeMap<String, MemberLoc>,
+    /// Measurements asked of the host and not reported yet: id → where, which check.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    measurements: BTreeMap<String, (tree::CheckPlace, u32)>,
     timers: Timers,
     outputs: VecDeque<Output>,
     /// Auto-upgrade profiles, by name.
@@ -88,6 +92,7 @@ impl Engine {
             lease_waiters: BTreeMap::new(),
             catalog_waiters: BTreeSet::new(),
             operations: BTreeMap::new(),
+            measurements: BTreeMap::new(),
             timers: Timers::default(),
             profiles: BTreeMap::new(),
             profiles_dirty: false,
@@ -339,6 +344,10 @@ impl Engine {
                 self.touch(&run);
             }
             Timer::Release => self.profiles_dirty = true,
+            Timer::Check { place, index } => {
+                self.check_due(&place, index);
+                self.touch(place.run());
+            }
         }
     }
 

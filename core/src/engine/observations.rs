@@ -2,7 +2,7 @@
 //! released to whoever waits for it), observed members and releases.
 
 use super::input::Observation;
-use super::tree::MemberRecord;
+use super::tree::{MemberLoc, MemberRecord};
 use super::Engine;
 use super::{member_failed, not_found};
 use crate::error::{Error, ErrorCode};
@@ -13,6 +13,20 @@ use crate::validate;
 impl Engine {
     pub(super) fn handle_observation(&mut self, o: Observation) -> Result<(), Error> {
         match o {
+            Observation::CheckMeasured {
+                measurement_id,
+                values,
+                verdict,
+                message,
+            } => {
+                let m = crate::health::Measurement {
+                    values,
+                    verdict,
+                    message,
+                };
+                self.check_measured(&measurement_id, m);
+                Ok(())
+            }
             Observation::UpgradeSucceeded { operation_id } => {
                 self.finish_operation(&operation_id, None);
                 Ok(())
@@ -75,17 +89,57 @@ impl Engine {
         let Some(loc) = self.operations.remove(op) else {
             return;
         };
+        match failure {
+            None => {
+                self.record_upgraded(&loc);
+                // Checks after the upgrade, if any, decide the member's outcome.
+                if !self.begin_member_checks(&loc) {
+                    self.finish_member(&loc, None);
+                }
+            }
+            Some(message) => {
+                let error = StatusError {
+                    code: ErrorCode::UpgradeFailed.to_string(),
+                    message,
+                };
+                self.finish_member(&loc, Some(error));
+            }
+        }
+    }
+
+    /// The member's record takes the versions its upgrade reached.
+    fn record_upgraded(&mut self, loc: &MemberLoc) {
+        let run = &self.runs[&loc.run];
+        let m =
+            &run.stages[loc.stage as usize].groups[loc.group as usize].members[loc.member as usize];
+        if let Some(rec) = self.members.get_mut(&m.name) {
+            // In place: the record's windows do not depend on versions.
+            let spec = &mut rec.spec;
+            if let Some(v) = &m.kubernetes_version {
+                spec.kubernetes_version.clone_from(v);
+            }
+            for p in &m.node_images {
+                if let Some(pool) = spec.node_pools.iter_mut().find(|x| x.name == p.node_pool) {
+                    pool.image_version.clone_from(&p.image_version);
+                }
+            }
+        }
+    }
+
+    /// A member holding its slot is done: Completed (`error` None) or Failed with `error`
+    /// (its upgrade, its checks or its pre-flight); its slot and lease are given back and a
+    /// failure counts against the thresholds.
+    pub(super) fn finish_member(&mut self, loc: &MemberLoc, error: Option<StatusError>) {
         let now = self.now;
         let (si, gi, mi) = (loc.stage as usize, loc.group as usize, loc.member as usize);
-        let run_name = loc.run;
+        let run_name = loc.run.clone();
         let Engine {
             runs,
-            members,
             leases,
             outputs,
             ..
         } = self;
-        let run = runs.get_mut(&run_name).expect("run of operation");
+        let run = runs.get_mut(&run_name).expect("run of member");
         run.in_flight -= 1;
         let stage = &mut run.stages[si];
         stage.tier.in_flight -= 1;
@@ -96,45 +150,28 @@ impl Engine {
         let m = &mut g.members[mi];
         m.node.completed = Some(now);
         leases.remove(&m.name);
-        let failed = failure.is_some();
-        match failure {
+        let failed = error.is_some();
+        match error {
             None => {
                 m.node.state = State::Completed;
-                if let Some(rec) = members.get_mut(&m.name) {
-                    // In place: the record's windows do not depend on versions.
-                    let spec = &mut rec.spec;
-                    if let Some(v) = &m.kubernetes_version {
-                        spec.kubernetes_version.clone_from(v);
-                    }
-                    for p in &m.node_images {
-                        if let Some(pool) =
-                            spec.node_pools.iter_mut().find(|x| x.name == p.node_pool)
-                        {
-                            pool.image_version.clone_from(&p.image_version);
-                        }
-                    }
-                }
                 let fact = Fact::MemberCompleted {
                     stage: stage_name.clone(),
                     group: g.tier.name.clone(),
                     member: m.name.clone(),
-                    operation_id: op.to_string(),
+                    operation_id: m.operation_id.clone().unwrap_or_default(),
                 };
                 outputs.push_back(Output::Event(Event::new(now, &run_name, fact)));
             }
-            Some(message) => {
+            Some(error) => {
                 m.node.state = State::Failed;
-                m.node.error = Some(StatusError {
-                    code: ErrorCode::UpgradeFailed.to_string(),
-                    message: message.clone(),
-                });
+                m.node.error = Some(error);
                 outputs.push_back(Output::Event(member_failed(
                     now,
                     &run_name,
                     stage_name,
                     &g.tier.name,
                     m,
-                    Some(op.to_string()),
+                    m.operation_id.clone(),
                 )));
             }
         }

@@ -10,6 +10,7 @@ use super::{member_failed, member_skipped};
 use crate::decision::{freeze_hold, may_start, Hold, HoldEnds, Situation};
 use crate::error::ErrorCode;
 use crate::event::{Event, Fact, HostCommand, Output, Reason, UpgradeOperation};
+use crate::health::preflight_plan;
 use crate::model::{Freeze, Timestamp};
 use crate::plan::{decide, Decision, SkipReason};
 use crate::state::{State, StatusError};
@@ -274,7 +275,8 @@ impl Engine {
     }
 
     /// Starts (or settles) member `mi`; `decided` is its decision if `check_candidate` just took
-    /// one, else it is decided here.
+    /// one, else it is decided here. A member to upgrade takes its slot and lease; its upgrade
+    /// starts now, or once its pre-flight passes when its stage or group has one.
     pub(super) fn start_member(
         &mut self,
         name: &str,
@@ -284,11 +286,78 @@ impl Engine {
         decided: Option<Decision>,
     ) {
         let now = self.now;
+        let loc = MemberLoc {
+            run: name.to_string(),
+            stage: si as u32,
+            group: gi as u32,
+            member: mi,
+        };
+        let run = &self.runs[name];
+        let m = &run.stages[si].groups[gi].members[mi as usize];
+        let decision = decided.unwrap_or_else(|| {
+            decide(&self.members[&m.name].spec, &run.target, &self.catalog, now)
+        });
+        if !matches!(decision, Decision::Upgrade { .. }) {
+            // Nothing to start: settled without a slot.
+            self.settle_unstarted(&loc, decision);
+            return;
+        }
+        let preflight = preflight_plan(&run.strategy, si, gi);
+        self.hold_slot(&loc);
+        match preflight {
+            Some(plan) => self.begin_preflight(&loc, &plan.checks),
+            None => self.launch(&loc, Some(decision)),
+        }
+    }
+
+    /// A member takes a slot of its group, stage and run, and its lease: it is Running.
+    fn hold_slot(&mut self, loc: &MemberLoc) {
+        let now = self.now;
+        let run = self.runs.get_mut(&loc.run).expect("run");
+        let stage = &mut run.stages[loc.stage as usize];
+        let g = &mut stage.groups[loc.group as usize];
+        g.ready_open.remove(&loc.member);
+        g.ready_free.remove(&loc.member);
+        let m = &mut g.members[loc.member as usize];
+        m.node.state = State::Running;
+        m.node.start = Some(now);
+        m.pending = None;
+        m.message = None;
+        self.leases.insert(m.name.clone(), loc.run.clone());
+        g.tier.in_flight += 1;
+        stage.tier.in_flight += 1;
+        run.in_flight += 1;
+    }
+
+    /// A member holding its slot gives it back (its pre-flight failed or the run stops before
+    /// its upgrade started), and its lease; whoever waits for the lease may go on.
+    pub(super) fn release_slot(&mut self, loc: &MemberLoc) {
+        let run = self.runs.get_mut(&loc.run).expect("run");
+        run.in_flight -= 1;
+        let stage = &mut run.stages[loc.stage as usize];
+        stage.tier.in_flight -= 1;
+        let g = &mut stage.groups[loc.group as usize];
+        g.tier.in_flight -= 1;
+        let member = g.members[loc.member as usize].name.clone();
+        self.leases.remove(&member);
+        self.wake_lease_waiters(&member);
+    }
+
+    /// Starts the upgrade of a member holding its slot (`decided`, or decided now): the
+    /// operation, `MemberStarted` and the `StartUpgrade` command; a member with nothing to do
+    /// any more, or that cannot take the target, gives its slot back and is settled.
+    pub(super) fn launch(&mut self, loc: &MemberLoc, decided: Option<Decision>) {
+        let now = self.now;
+        let (name, si, gi, mi) = (
+            loc.run.as_str(),
+            loc.stage as usize,
+            loc.group as usize,
+            loc.member,
+        );
         let Engine {
             runs,
             members,
             catalog,
-            leases,
             operations,
             outputs,
             ..
@@ -298,8 +367,6 @@ impl Engine {
         let stage = &mut run.stages[si];
         let stage_name = &stage.tier.name;
         let g = &mut stage.groups[gi];
-        g.ready_open.remove(&mi);
-        g.ready_free.remove(&mi);
         let m = &mut g.members[mi as usize];
         let rec = &members[&m.name];
         let decision = decided.unwrap_or_else(|| decide(&rec.spec, target, catalog, now));
@@ -310,23 +377,11 @@ impl Engine {
                 message,
             } => {
                 let op = format!("{name}/{}", m.name);
-                m.node.state = State::Running;
-                m.node.start = Some(now);
-                m.pending = None;
                 m.message = message;
                 m.operation_id = Some(op.clone());
                 m.kubernetes_version = kubernetes_version.clone();
                 m.node_images = node_images.clone();
-                leases.insert(m.name.clone(), name.to_string());
-                operations.insert(
-                    op.clone(),
-                    MemberLoc {
-                        run: name.to_string(),
-                        stage: si as u32,
-                        group: gi as u32,
-                        member: mi,
-                    },
-                );
+                operations.insert(op.clone(), loc.clone());
                 let fact = Fact::MemberStarted {
                     stage: stage_name.clone(),
                     group: g.tier.name.clone(),
@@ -349,21 +404,42 @@ impl Engine {
                         node_images,
                     },
                 )));
-                g.tier.in_flight += 1;
-                stage.tier.in_flight += 1;
-                run.in_flight += 1;
             }
+            skip_or_fail => {
+                self.release_slot(loc);
+                self.settle_unstarted(loc, skip_or_fail);
+            }
+        }
+    }
+
+    /// Settles a member that will not be upgraded (nothing to do, or it cannot take the
+    /// target): Skipped or Failed without a cluster call.
+    fn settle_unstarted(&mut self, loc: &MemberLoc, decision: Decision) {
+        let now = self.now;
+        let (name, si, gi, mi) = (
+            loc.run.as_str(),
+            loc.stage as usize,
+            loc.group as usize,
+            loc.member as usize,
+        );
+        let run = self.runs.get_mut(name).expect("run");
+        let stage = &mut run.stages[si];
+        let stage_name = stage.tier.name.clone();
+        let g = &mut stage.groups[gi];
+        g.ready_open.remove(&loc.member);
+        g.ready_free.remove(&loc.member);
+        match decision {
+            Decision::Upgrade { .. } => {}
             Decision::Skip { reason, message } => {
-                let mi = mi as usize;
-                let skipped = skip_member(g, mi, now, name, stage_name, reason, message);
-                outputs.push_back(skipped);
+                let skipped = skip_member(g, mi, now, name, &stage_name, reason, message);
+                self.outputs.push_back(skipped);
                 // A member settled instead of started: its group may be done now.
                 self.settle_group(name, si, gi);
             }
             Decision::Fail { code, message } => {
-                let mi = mi as usize;
                 let why = format!("member \"{}\": {message}", g.members[mi].name);
-                outputs.push_back(fail_member(g, mi, now, name, stage_name, code, message));
+                let failed = fail_member(g, mi, now, name, &stage_name, code, message);
+                self.outputs.push_back(failed);
                 self.count_failure(name, si, gi);
                 if code.fails_the_run() {
                     self.fail_run_for_member(name, si, code, &why);
@@ -371,6 +447,27 @@ impl Engine {
                 self.settle_group(name, si, gi);
             }
         }
+    }
+
+    /// A member whose pre-flight failed under `Skip` is Skipped, saying why.
+    pub(super) fn skip_after_preflight(&mut self, loc: &MemberLoc, why: String) {
+        let now = self.now;
+        let (name, si, gi) = (loc.run.as_str(), loc.stage as usize, loc.group as usize);
+        let run = self.runs.get_mut(name).expect("run");
+        let stage = &mut run.stages[si];
+        let g = &mut stage.groups[gi];
+        let message = format!("pre-flight failed: {why}");
+        let skipped = skip_member(
+            g,
+            loc.member as usize,
+            now,
+            name,
+            &stage.tier.name,
+            SkipReason::PreflightFailed,
+            message,
+        );
+        self.outputs.push_back(skipped);
+        self.touch(name);
     }
 }
 

@@ -349,6 +349,7 @@ pub(super) fn skip_reason(r: SkipReason) -> Reason {
         SkipReason::NoConsistentImage => Reason::NoConsistentImage,
         SkipReason::SkippedByUser => Reason::SkippedByUser,
         SkipReason::MinorVersionSkip => Reason::MinorVersionSkip,
+        SkipReason::PreflightFailed => Reason::PreflightFailed,
     }
 }
 
@@ -392,9 +393,15 @@ pub(super) fn skip_gate(
     if gate.done() {
         return None;
     }
-    let was_pending = gate.state == State::Pending;
+    // A HealthCheck gate measuring was created too: its skip is reported, its check abandoned.
+    let was_pending = matches!(gate.state, State::Pending | State::Running);
     gate.state = State::Skipped;
     gate.completed = Some(now);
+    if let Some(c) = gate.check.as_mut().filter(|c| c.live()) {
+        c.state = State::Skipped;
+        c.outstanding = None;
+        c.due = None;
+    }
     was_pending.then(|| {
         let fact = Fact::GateSkipped {
             stage: stage.to_string(),

@@ -2,13 +2,13 @@
 //! `now` — every node's state and times, limits, gates, and what each member, group, stage and
 //! the run are waiting on and until when.
 
-use super::tree::{GateRt, Phase, Run};
+use super::tree::{CheckRt, GateRt, MemberRt, Phase, Run};
 use super::Engine;
 use crate::event::Reason;
-use crate::model::{GateTiming, GateType, NodeImageSelectionType};
+use crate::model::{GateTiming, GateType, NodeImageSelectionType, UpdateStrategy};
 use crate::state::{
-    GateStatus, GroupStatus, MemberStatus, NodeImageSelectionStatus, NodeStatus, RunStatus,
-    StageStatus, State, WaitStatus, WaitingOn,
+    CheckStatus, GateStatus, GroupStatus, MemberStatus, NodeImageSelectionStatus, NodeStatus,
+    RunStatus, StageStatus, State, WaitStatus, WaitingOn,
 };
 
 impl Engine {
@@ -62,6 +62,7 @@ impl Engine {
                                     }
                                 })
                             }
+                            State::Running => check_wait(m),
                             _ => None,
                         };
                         MemberStatus {
@@ -72,6 +73,7 @@ impl Engine {
                             kubernetes_version: m.kubernetes_version.clone(),
                             node_images: m.node_images.clone(),
                             waiting_on,
+                            checks: member_checks(run, m),
                         }
                     })
                     .collect();
@@ -85,7 +87,9 @@ impl Engine {
                         .iter()
                         .all(|m| m.node.state.is_terminal() || m.node.state == State::Pending);
                 let waiting_on = if status.state == State::Running && gate_wait.is_some() {
-                    status.state = State::Pending;
+                    if gate_wait.as_ref().is_some_and(|w| w.reason == Reason::Gate) {
+                        status.state = State::Pending;
+                    }
                     gate_wait
                 } else if status.state == State::Running && all_pending {
                     status.state = State::Pending;
@@ -101,8 +105,12 @@ impl Engine {
                     failure_count: g.tier.failure_count,
                     max_concurrency: g.tier.max_concurrency,
                     max_allowed_failures: g.tier.max_allowed_failures,
-                    before_gates: gate_views(&g.tier.before_gates, GateTiming::Before),
-                    after_gates: gate_views(&g.tier.after_gates, GateTiming::After),
+                    before_gates: gate_views(
+                        &run.strategy,
+                        &g.tier.before_gates,
+                        GateTiming::Before,
+                    ),
+                    after_gates: gate_views(&run.strategy, &g.tier.after_gates, GateTiming::After),
                     members,
                     waiting_on,
                 });
@@ -110,7 +118,9 @@ impl Engine {
             let mut status = s.tier.node.view();
             let waiting_on = if status.state == State::Running {
                 if let Some(w) = pending_gate_wait(&s.tier.before_gates) {
-                    status.state = State::Pending;
+                    if w.reason == Reason::Gate {
+                        status.state = State::Pending;
+                    }
                     Some(w)
                 } else if s.tier.phase == Phase::After && s.wait.state == State::Running {
                     Some(WaitingOn {
@@ -119,7 +129,9 @@ impl Engine {
                         message: None,
                     })
                 } else if let Some(w) = pending_gate_wait(&s.tier.after_gates) {
-                    status.state = State::Pending;
+                    if w.reason == Reason::Gate {
+                        status.state = State::Pending;
+                    }
                     Some(w)
                 } else if s.tier.phase == Phase::Body
                     && s.tier.in_flight == 0
@@ -149,8 +161,8 @@ impl Engine {
                 failure_count: s.tier.failure_count,
                 max_concurrency: s.tier.max_concurrency,
                 max_allowed_failures: s.tier.max_allowed_failures,
-                before_gates: gate_views(&s.tier.before_gates, GateTiming::Before),
-                after_gates: gate_views(&s.tier.after_gates, GateTiming::After),
+                before_gates: gate_views(&run.strategy, &s.tier.before_gates, GateTiming::Before),
+                after_gates: gate_views(&run.strategy, &s.tier.after_gates, GateTiming::After),
                 after_stage_wait_status: WaitStatus {
                     status: s.wait.view(),
                     wait_duration_in_seconds: s.wait_seconds,
@@ -201,8 +213,10 @@ impl Engine {
     }
 }
 
+/// What a tier waits on at its gates: a Pending gate (a person, or a schedule), else a
+/// HealthCheck gate measuring (reason `HealthCheck`, until its next measurement).
 fn pending_gate_wait(gates: &[GateRt]) -> Option<WaitingOn> {
-    gates
+    let pending = gates
         .iter()
         .find(|g| g.state == State::Pending)
         .map(|g| WaitingOn {
@@ -218,8 +232,28 @@ fn pending_gate_wait(gates: &[GateRt]) -> Option<WaitingOn> {
                 (GateType::ScheduledStart, _) => {
                     format!("scheduled start ({})", g.id.clone().unwrap_or_default())
                 }
+                (GateType::HealthCheck, _) => format!(
+                    "health check \"{}\" was inconclusive: approve or fail it ({})",
+                    g.config.health_check.as_deref().unwrap_or_default(),
+                    g.id.clone().unwrap_or_default()
+                ),
             }),
-        })
+        });
+    pending.or_else(|| {
+        gates
+            .iter()
+            .filter(|g| g.state == State::Running)
+            .find_map(|g| g.check.as_ref())
+            .map(|c| WaitingOn {
+                reason: Reason::HealthCheck,
+                until: c.due,
+                message: Some(format!(
+                    "health check \"{}\": {} measurement(s) passed so far",
+                    c.name,
+                    c.analysis.taken - c.analysis.failed - c.analysis.inconclusive
+                )),
+            })
+    })
 }
 
 /// What a stage or group whose every unfinished child waits is waiting on: the first child's
@@ -238,7 +272,82 @@ fn all_waiting<'a>(
     }
 }
 
-fn gate_views(gates: &[GateRt], timing: GateTiming) -> Vec<GateStatus> {
+/// What a Running member waits on while its pre-flight or its checks after the upgrade
+/// measure (none while its upgrade runs).
+fn check_wait(m: &MemberRt) -> Option<WaitingOn> {
+    if let Some(p) = m.preflight.as_ref().filter(|_| m.operation_id.is_none()) {
+        let live: Vec<&str> = p
+            .checks
+            .iter()
+            .filter(|c| c.live())
+            .map(|c| c.name.as_str())
+            .collect();
+        if !live.is_empty() {
+            return Some(WaitingOn {
+                reason: Reason::Preflight,
+                until: p.checks.iter().filter_map(|c| c.due).min(),
+                message: Some(format!("pre-flight: {}", live.join(", "))),
+            });
+        }
+    }
+    let live: Vec<&CheckRt> = m.checks.iter().filter(|c| c.live()).collect();
+    if live.is_empty() {
+        return None;
+    }
+    let soaking = live.iter().all(|c| c.state == State::NotStarted);
+    let names: Vec<&str> = live.iter().map(|c| c.name.as_str()).collect();
+    Some(WaitingOn {
+        reason: Reason::HealthCheck,
+        until: live.iter().filter_map(|c| c.due).min(),
+        message: Some(if soaking {
+            format!("upgraded; soaking before checks {}", names.join(", "))
+        } else {
+            format!("upgraded; checks {}", names.join(", "))
+        }),
+    })
+}
+
+/// A member's pre-flight (its last attempt) and checks after its upgrade, as the tree shows them.
+fn member_checks(run: &Run, m: &MemberRt) -> Vec<CheckStatus> {
+    let pre = m.preflight.iter().flat_map(|p| p.checks.iter());
+    pre.chain(m.checks.iter())
+        .map(|c| check_view(&run.strategy, c))
+        .collect()
+}
+
+/// A check as the tree shows it, with its source and conditions from the strategy.
+fn check_view(strategy: &UpdateStrategy, c: &CheckRt) -> CheckStatus {
+    let spec = if c.name == super::checks::PREFLIGHT_CHECK {
+        None
+    } else {
+        strategy.health_checks.iter().find(|h| h.name == c.name)
+    };
+    let condition = spec.and_then(|h| h.prometheus.as_ref()).map(|p| {
+        match (&p.success_condition, &p.failure_condition) {
+            (Some(s), Some(f)) => format!("success: {s}; failure: {f}"),
+            (Some(s), None) => format!("success: {s}"),
+            (None, Some(f)) => format!("failure: {f}"),
+            (None, None) => String::new(),
+        }
+    });
+    CheckStatus {
+        name: c.name.clone(),
+        state: c.state,
+        source: spec.map_or_else(|| "provider pre-flight".to_string(), |h| h.describe()),
+        condition,
+        taken: c.analysis.taken,
+        count: spec.map_or(1, |h| h.measurements()),
+        failed: c.analysis.failed,
+        inconclusive: c.analysis.inconclusive,
+        consecutive_errors: c.analysis.consecutive_errors,
+        next_at: c.due,
+        last: c.last.clone(),
+        verdict: c.verdict,
+        message: c.message.clone(),
+    }
+}
+
+fn gate_views(strategy: &UpdateStrategy, gates: &[GateRt], timing: GateTiming) -> Vec<GateStatus> {
     gates
         .iter()
         .map(|g| GateStatus {
@@ -254,6 +363,8 @@ fn gate_views(gates: &[GateRt], timing: GateTiming) -> Vec<GateStatus> {
             },
             absolute_start_time: g.absolute_start,
             completed_by: g.by.clone(),
+            health_check: g.config.health_check.clone(),
+            check: g.check.as_ref().map(|c| check_view(strategy, c)),
         })
         .collect()
 }

@@ -2,7 +2,7 @@
 //! what is due and telling the next one; no callbacks — what a due timer means is decided where
 //! timers fire ([`super::Engine::handle_input`]).
 
-use super::tree::{GateLoc, MemberLoc};
+use super::tree::{CheckPlace, GateLoc, MemberLoc};
 use crate::event::{WakeReason, Wakeup};
 use crate::model::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,11 @@ pub(super) enum Timer {
     },
     /// A release reaches the catalog: auto-upgrade profiles look again (fleet-wide: no run).
     Release,
+    /// A health check's next measurement (or the end of a member's soak).
+    Check {
+        place: CheckPlace,
+        index: u32,
+    },
 }
 
 impl Timer {
@@ -39,6 +44,7 @@ impl Timer {
             Timer::StageWait { .. } => WakeReason::AfterStageWait,
             Timer::Freeze { .. } => WakeReason::FreezeEnds,
             Timer::Release => WakeReason::VersionAvailable,
+            Timer::Check { .. } => WakeReason::HealthCheck,
         }
     }
 
@@ -48,6 +54,7 @@ impl Timer {
             Timer::Member { loc, .. } => &loc.run,
             Timer::Gate { run, .. } | Timer::StageWait { run, .. } | Timer::Freeze { run } => run,
             Timer::Release => "",
+            Timer::Check { place, .. } => place.run(),
         }
     }
 }

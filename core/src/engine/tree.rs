@@ -5,11 +5,12 @@
 
 use crate::error::ErrorCode;
 use crate::event::Reason;
+use crate::health::{Analysis, Verdict};
 use crate::model::{GateConfig, PoolImage, UpgradeType};
 use crate::model::{GateTiming, Member, SkipTarget, Timestamp, UpdateRunSpec, UpdateStrategy};
 use crate::plan::{RunTarget, SkipReason};
 use crate::state::NodeStatus;
-use crate::state::{State, StatusError};
+use crate::state::{MeasurementStatus, State, StatusError};
 use crate::window::CompiledWindow;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,26 @@ pub(super) struct GateLoc {
     pub(super) group: Option<u32>,
     pub(super) timing: GateTiming,
     pub(super) index: u32,
+}
+
+/// Where a check is measured.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(super) enum CheckPlace {
+    /// A HealthCheck gate.
+    Gate { run: String, gate: GateLoc },
+    /// A member's checks after its upgrade (the index is the check's among them).
+    After(MemberLoc),
+    /// A member's pre-flight (index 0 is the provider's own).
+    Preflight(MemberLoc),
+}
+
+impl CheckPlace {
+    pub(super) fn run(&self) -> &str {
+        match self {
+            CheckPlace::Gate { run, .. } => run,
+            CheckPlace::After(loc) | CheckPlace::Preflight(loc) => &loc.run,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -88,6 +109,60 @@ pub(super) struct GateRt {
     pub(super) completed: Option<Timestamp>,
     pub(super) by: Option<String>,
     pub(super) absolute_start: Option<Timestamp>,
+    /// A HealthCheck gate's check (kept across a resume, which measures it anew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) check: Option<CheckRt>,
+}
+
+/// One health check under way (or over) at one place: a gate, a member after its upgrade, a
+/// member's pre-flight. The measurements themselves are the host's; this is the count.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct CheckRt {
+    /// The check's name in the strategy (`preflight`: the provider's own pre-flight).
+    pub(super) name: String,
+    /// NotStarted (soaking), Running, Completed (passed), Failed, Pending (inconclusive, for a
+    /// person), Skipped (abandoned).
+    pub(super) state: State,
+    pub(super) analysis: Analysis,
+    /// Measurements asked for so far at this place (ids stay unique across resumes).
+    pub(super) seq: u32,
+    /// The measurement awaited, if any.
+    pub(super) outstanding: Option<String>,
+    /// When the next measurement is due (the soak's end, the next interval).
+    pub(super) due: Option<Timestamp>,
+    pub(super) last: Option<MeasurementStatus>,
+    pub(super) verdict: Option<Verdict>,
+    pub(super) message: Option<String>,
+}
+
+impl CheckRt {
+    pub(super) fn new(name: &str) -> CheckRt {
+        CheckRt {
+            name: name.to_string(),
+            state: State::NotStarted,
+            analysis: Analysis::default(),
+            seq: 0,
+            outstanding: None,
+            due: None,
+            last: None,
+            verdict: None,
+            message: None,
+        }
+    }
+
+    /// Whether measurements are still wanted.
+    pub(super) fn live(&self) -> bool {
+        matches!(self.state, State::NotStarted | State::Running)
+    }
+}
+
+/// A member's pre-flight: its attempts, when it first failed (for `Wait`'s limit), the
+/// checks of the attempt under way (or the last).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(super) struct PreflightRt {
+    pub(super) attempt: u32,
+    pub(super) first_failed: Option<Timestamp>,
+    pub(super) checks: Vec<CheckRt>,
 }
 
 impl GateRt {
@@ -100,6 +175,7 @@ impl GateRt {
             completed: None,
             by: None,
             absolute_start: None,
+            check: None,
         }
     }
     pub(super) fn done(&self) -> bool {
@@ -139,6 +215,12 @@ pub(super) struct MemberRt {
     pub(super) has_window: bool,
     #[serde(default)]
     pub(super) skip_reason: Option<SkipReason>,
+    /// Its pre-flight, once it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) preflight: Option<PreflightRt>,
+    /// Its checks after the upgrade, once it succeeded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) checks: Vec<CheckRt>,
 }
 
 /// What a stage and a group both are: a named step of the run with a status, a phase, gates
@@ -197,11 +279,16 @@ impl Tier {
 
     /// Marks it Failed because its threshold (or a group's) was exceeded.
     pub(super) fn fail(&mut self, now: Timestamp, why: &str) {
+        self.fail_with(now, ErrorCode::FailureThresholdExceeded, why);
+    }
+
+    /// Marks it Failed with `code` (a threshold, or a failed HealthCheck gate).
+    pub(super) fn fail_with(&mut self, now: Timestamp, code: ErrorCode, why: &str) {
         self.failed = true;
         self.node.state = State::Failed;
         self.node.completed = Some(now);
         self.node.error = Some(StatusError {
-            code: ErrorCode::FailureThresholdExceeded.to_string(),
+            code: code.to_string(),
             message: why.to_string(),
         });
     }

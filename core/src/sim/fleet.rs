@@ -1,9 +1,12 @@
 //! The simulated fleet: answers each upgrade command after the member's `upgradeMinutes`
-//! (plus seeded jitter), failing the member's first `failAttempts` attempts.
+//! (plus seeded jitter), failing the member's first `failAttempts` attempts; measures health
+//! checks as the scenario's `health:` scripts them.
 
-use super::scenario::{Behavior, Scenario};
+use super::scenario::{Behavior, Scenario, ScriptedHealth};
 use crate::engine::Observation;
+use crate::event::CheckRequest;
 use crate::event::UpgradeOperation;
+use crate::health::{Measurement, Verdict};
 use crate::model::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +26,10 @@ pub trait Fleet {
     fn take_due(&mut self, now: Timestamp) -> Vec<Observation>;
     /// Nothing in flight.
     fn idle(&self) -> bool;
+    /// One measurement of a health check at `now`, as the scenario's `health:` scripts it (a
+    /// measurement nothing scripts passes). Measured at once: the simulation delivers it at
+    /// the same instant.
+    fn measure(&mut self, req: &CheckRequest, now: Timestamp) -> Measurement;
 }
 
 /// A deterministic fleet of simulated clusters.
@@ -36,6 +43,8 @@ pub struct SimulatedFleet {
     seq: u64,
     rng: u64,
     max_in_flight: usize,
+    /// Scripted health results, first match wins.
+    health: Vec<ScriptedHealth>,
 }
 
 impl SimulatedFleet {
@@ -46,7 +55,22 @@ impl SimulatedFleet {
             .iter()
             .map(|m| (m.name.clone(), m.behavior.clone()))
             .collect();
-        SimulatedFleet::with_behaviors(behaviors, scenario.seed)
+        let mut fleet = SimulatedFleet::with_behaviors(behaviors, scenario.seed);
+        fleet.health = scenario.health.clone();
+        fleet
+    }
+
+    /// One measurement as the scripted health says (see [`Fleet::measure`]).
+    pub fn measure(&self, req: &CheckRequest, now: Timestamp) -> Measurement {
+        self.health
+            .iter()
+            .find(|h| h.matches(req, now))
+            .map(|h| h.measurement(req))
+            .unwrap_or(Measurement {
+                values: None,
+                verdict: Some(Verdict::Pass),
+                message: None,
+            })
     }
 
     /// A fleet whose members behave as given (by name; others take the default behaviour).
@@ -59,6 +83,7 @@ impl SimulatedFleet {
             seq: 0,
             rng: seed ^ 0x9E37_79B9_7F4A_7C15,
             max_in_flight: 0,
+            health: Vec::new(),
         }
     }
 
@@ -156,6 +181,9 @@ impl Fleet for SimulatedFleet {
     fn idle(&self) -> bool {
         SimulatedFleet::idle(self)
     }
+    fn measure(&mut self, req: &CheckRequest, now: Timestamp) -> Measurement {
+        SimulatedFleet::measure(self, req, now)
+    }
 }
 
 /// A handle on one [`SimulatedFleet`], for a host that submits upgrades to it directly (a
@@ -199,6 +227,9 @@ impl Fleet for SharedFleet {
     }
     fn idle(&self) -> bool {
         self.lock().idle()
+    }
+    fn measure(&mut self, req: &CheckRequest, now: Timestamp) -> Measurement {
+        self.lock().measure(req, now)
     }
 }
 

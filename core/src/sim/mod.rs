@@ -22,7 +22,7 @@ pub use report::{RunReport, SimulationReport, Summary};
 pub use scenario::{
     implicit_catalog, Action, ActionKind, Behavior, GateRef, NamedStrategy, Scenario,
 };
-pub use scenario::{ScenarioMember, ScenarioRun};
+pub use scenario::{ScenarioMember, ScenarioRun, ScriptedHealth};
 pub use text::{render_text, timeline_line};
 
 pub use crate::drive::EngineDriver;
@@ -132,6 +132,18 @@ impl<F: Fleet> Surroundings for World<F> {
                 self.timeline.push(ev);
             }
             Output::Command(HostCommand::StartUpgrade(op)) => self.fleet.submit(&op, now),
+            // Measured at once, as the scenario scripts it (a pass where it says nothing).
+            Output::Command(HostCommand::MeasureCheck(req)) => {
+                let m = self.fleet.measure(&req, now);
+                answers.push(Input::Observation(
+                    crate::engine::Observation::CheckMeasured {
+                        measurement_id: req.measurement_id,
+                        values: m.values,
+                        verdict: m.verdict,
+                        message: m.message,
+                    },
+                ));
+            }
         }
     }
 }
@@ -162,6 +174,11 @@ impl Simulation<Engine> {
     ) -> Simulation {
         // Events the copy had not handed out yet belong to the live engine, not to this run.
         while engine.poll_output().is_some() {}
+        // Measurements the live engine awaits are answered now, as the fleet measures them.
+        let awaited: Vec<String> = engine
+            .measurements_in_flight()
+            .map(|(id, _)| id.to_string())
+            .collect();
         let mut actions = Vec::new();
         if start {
             actions.push(Action::new(now, ActionKind::Start));
@@ -182,7 +199,7 @@ impl Simulation<Engine> {
                 }
             }
         }
-        Simulation {
+        let mut sim = Simulation {
             engine,
             world: World {
                 fleet,
@@ -198,7 +215,17 @@ impl Simulation<Engine> {
             until,
             now,
             done: false,
+        };
+        for id in awaited {
+            let answer = Input::Observation(crate::engine::Observation::CheckMeasured {
+                measurement_id: id,
+                values: None,
+                verdict: Some(crate::health::Verdict::Pass),
+                message: Some("assumed to pass (forecast)".to_string()),
+            });
+            let _ = deliver(&mut sim.engine, &mut sim.world, now, answer);
         }
+        sim
     }
 }
 
@@ -207,7 +234,9 @@ fn pending_approvals(status: &crate::state::RunStatus) -> Vec<String> {
     let mut out = Vec::new();
     let mut take = |gates: &[crate::state::GateStatus]| {
         for g in gates {
-            if g.gate_type == GateType::Approval && g.status.state == State::Pending {
+            // An inconclusive HealthCheck gate waits for a person too.
+            let for_person = matches!(g.gate_type, GateType::Approval | GateType::HealthCheck);
+            if for_person && g.status.state == State::Pending {
                 out.extend(g.gate_id.clone());
             }
         }

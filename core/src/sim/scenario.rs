@@ -62,6 +62,103 @@ pub struct Scenario {
     /// Operator actions in time order; the run starts only when told to.
     #[serde(default)]
     pub actions: Vec<Action>,
+    /// What health checks measure, by check, place and time; the first entry that matches a
+    /// measurement answers it, and a measurement nothing matches passes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<ScriptedHealth>,
+}
+
+/// A scripted health result: which measurements it answers (every field given must match) and
+/// what they measure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptedHealth {
+    /// The check's name (`preflight`: the provider's pre-flight); any if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    /// A member's own checks (pre-flight, after its upgrade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// Measurements in this group (members' and the group's gates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Measurements in this stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// From when (inclusive).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de_opt_timestamp"
+    )]
+    pub from: Option<Timestamp>,
+    /// Until when (exclusive).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de_opt_timestamp"
+    )]
+    pub until: Option<Timestamp>,
+    /// The verdict measured (default `Pass` unless `value` or `empty` is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<crate::health::Verdict>,
+    /// A query's sample, judged by the check's conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// A query that returns no sample.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty: bool,
+    /// What the source says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl ScriptedHealth {
+    /// Whether it answers `req` at `now`.
+    pub fn matches(&self, req: &crate::event::CheckRequest, now: Timestamp) -> bool {
+        use crate::event::CheckPurpose;
+        let member = match req.purpose {
+            CheckPurpose::Gate => None,
+            _ => req.members.first().map(|m| m.name.as_str()),
+        };
+        self.check.as_ref().is_none_or(|c| *c == req.check.name)
+            && self.member.as_deref().is_none_or(|m| Some(m) == member)
+            && self
+                .group
+                .as_ref()
+                .is_none_or(|g| Some(g) == req.group.as_ref())
+            && self.stage.as_ref().is_none_or(|s| *s == req.stage)
+            && self.from.is_none_or(|f| f <= now)
+            && self.until.is_none_or(|u| now < u)
+    }
+
+    /// The measurement it scripts.
+    pub fn measurement(&self, req: &crate::event::CheckRequest) -> crate::health::Measurement {
+        use crate::health::{Measurement, Sample, Verdict};
+        let labels = match req.members.as_slice() {
+            [one] => format!("cluster=\"{}\"", one.name),
+            _ => String::new(),
+        };
+        let values = if self.empty {
+            Some(Vec::new())
+        } else {
+            self.value.as_ref().map(|v| {
+                vec![Sample {
+                    labels,
+                    value: v.clone(),
+                }]
+            })
+        };
+        Measurement {
+            verdict: if values.is_some() {
+                self.result
+            } else {
+                Some(self.result.unwrap_or(Verdict::Pass))
+            },
+            values,
+            message: self.message.clone(),
+        }
+    }
 }
 
 /// A stored strategy with its name.
@@ -218,6 +315,8 @@ pub enum ActionKind {
     Skip,
     /// `generateUpdateRun` of `profile`: create (not start) the run for its current target.
     GenerateUpdateRun,
+    /// Fail a Pending gate (an inconclusive health check, an approval refused).
+    FailGate,
 }
 
 /// A gate position in an action.
@@ -263,6 +362,9 @@ pub struct Action {
     /// For `generateUpdateRun`: the profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// For `failGate`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl Action {
@@ -276,6 +378,7 @@ impl Action {
             by: None,
             run: None,
             profile: None,
+            message: None,
         }
     }
 
@@ -293,22 +396,32 @@ impl Action {
                 run,
                 targets: self.targets.clone(),
             },
-            ActionKind::Approve => {
+            ActionKind::Approve | ActionKind::FailGate => {
                 let g = self.gate.clone().unwrap_or(GateRef {
                     stage: None,
                     group: None,
                     timing: None,
                     id: None,
                 });
-                Command::CompleteGate {
-                    run,
-                    gate: GateSelector {
-                        id: g.id,
-                        stage: g.stage,
-                        group: g.group,
-                        timing: g.timing,
-                    },
-                    by: self.by.clone(),
+                let gate = GateSelector {
+                    id: g.id,
+                    stage: g.stage,
+                    group: g.group,
+                    timing: g.timing,
+                };
+                if self.kind == ActionKind::FailGate {
+                    Command::FailGate {
+                        run,
+                        gate,
+                        by: self.by.clone(),
+                        message: self.message.clone(),
+                    }
+                } else {
+                    Command::CompleteGate {
+                        run,
+                        gate,
+                        by: self.by.clone(),
+                    }
                 }
             }
         }

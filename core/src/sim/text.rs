@@ -3,6 +3,7 @@
 
 use super::report::{RunReport, SimulationReport};
 use crate::event::Event;
+use crate::event::EventKind;
 use crate::state::{GateStatus, NodeStatus};
 use crate::time::fmt_time;
 use std::fmt::Write;
@@ -141,6 +142,21 @@ fn render_line(e: &Event, with_run: bool) -> String {
     if let (Some(t), Some(g)) = (e.gate_type(), e.timing()) {
         let _ = write!(line, "  {t:?} gate ({g:?})");
     }
+    if let Some(c) = e.check() {
+        let _ = write!(line, "  check {c}");
+        if let Some(v) = e.verdict() {
+            let _ = write!(line, " {v:?}");
+        }
+        if let Some(v) = e.value() {
+            let _ = write!(line, " ({v})");
+        }
+        if let (EventKind::CheckCompleted, Some(m)) = (e.kind(), e.message()) {
+            let _ = write!(line, ": {m}");
+        }
+    }
+    if let (EventKind::GateFailed, Some(m)) = (e.kind(), e.message()) {
+        let _ = write!(line, " by {}: {m}", e.by().unwrap_or_default());
+    }
     if let Some(v) = e.kubernetes_version() {
         let _ = write!(line, "  kubernetes {v}");
     }
@@ -200,6 +216,17 @@ fn gates(out: &mut String, indent: &str, gs: &[GateStatus]) {
         );
         if let Some(t) = g.absolute_start_time {
             let _ = write!(out, " (opens {})", fmt_time(t));
+        }
+        if let Some(c) = &g.check {
+            let _ = write!(
+                out,
+                " (check \"{}\": {} of {} measured",
+                c.name, c.taken, c.count
+            );
+            if let Some(v) = c.verdict {
+                let _ = write!(out, ", {v:?}");
+            }
+            let _ = write!(out, ")");
         }
         if let Some(b) = &g.completed_by {
             let _ = write!(out, " by {b}");
