@@ -37,10 +37,10 @@ fn wat_str(s: &str) -> String {
 }
 
 const ABI_IMPORTS: &str = r#"
-  (import "waverun_host_v1" "clock_now_ms" (func $clock (result i64)))
-  (import "waverun_host_v1" "journal_append" (func $append (param i32 i32) (result i32)))
-  (import "waverun_host_v1" "storage_read" (func $read (param i32 i32 i32) (result i32)))
-  (import "waverun_host_v1" "log" (func $log (param i32 i32 i32)))"#;
+  (import "waverun_host_v2" "clock_now_ms" (func $clock (result i64)))
+  (import "waverun_host_v2" "journal_append" (func $append (param i32 i32) (result i32)))
+  (import "waverun_host_v2" "storage_read" (func $read (param i32 i32 i32) (result i32)))
+  (import "waverun_host_v2" "log" (func $log (param i32 i32 i32)))"#;
 
 /// A guest implementing the ABI exports trivially; `funcs` replaces (or, with an empty body,
 /// removes) exports by name.
@@ -48,7 +48,7 @@ fn guest_wat(imports: &str, memory_pages: u32, funcs: &[(&str, &str)]) -> String
     let mut f: BTreeMap<&str, String> = BTreeMap::new();
     f.insert(
         "waverun_abi_version",
-        "(func (export \"waverun_abi_version\") (result i32) (i32.const 1))".into(),
+        "(func (export \"waverun_abi_version\") (result i32) (i32.const 2))".into(),
     );
     f.insert(
         "waverun_alloc",
@@ -276,16 +276,32 @@ fn the_wrong_abi_version_is_refused() {
     let (rt, _dir) = runtime();
     let wasm = guest(&[(
         "waverun_abi_version",
-        "(func (export \"waverun_abi_version\") (result i32) (i32.const 2))",
+        "(func (export \"waverun_abi_version\") (result i32) (i32.const 1))",
     )]);
     let plugin = rt.load(&wasm).expect("the module itself is fine");
     match plugin.instantiate(host(), InstanceConfig::default()) {
         Err(PluginError::Incompatible(m)) => {
-            assert!(m.contains("version 2"), "{m}");
             assert!(m.contains("version 1"), "{m}");
+            assert!(m.contains("version 2"), "{m}");
         }
         Err(e) => panic!("expected Incompatible, got {e}"),
-        Ok(_) => panic!("a version-2 module was accepted"),
+        Ok(_) => panic!("a version-1 module was accepted"),
+    }
+}
+
+#[test]
+fn a_module_of_abi_v1_is_refused_by_its_import_module() {
+    let (rt, _dir) = runtime();
+    let imports = ABI_IMPORTS.replace("waverun_host_v2", "waverun_host_v1");
+    let wasm = wat::parse_str(guest_wat(&imports, 1, &[])).unwrap();
+    match rt.load(&wasm) {
+        Err(e @ PluginError::Incompatible(_)) => {
+            let m = e.to_string();
+            assert!(m.contains("waverun_host_v1"), "{m}");
+            assert!(m.contains("waverun_host_v2"), "{m}");
+        }
+        Err(e) => panic!("expected Incompatible, got {e}"),
+        Ok(_) => panic!("a module of ABI v1 was accepted"),
     }
 }
 
@@ -298,14 +314,14 @@ fn an_import_outside_the_abi_is_refused_with_its_name() {
         Err(e @ PluginError::Incompatible(_)) => {
             let m = e.to_string();
             assert!(m.contains("`env::abort`"), "{m}");
-            assert!(m.contains("waverun_host_v1"), "{m}");
+            assert!(m.contains("waverun_host_v2"), "{m}");
         }
         Err(e) => panic!("expected Incompatible, got {e}"),
         Ok(_) => panic!("a module importing env::abort was accepted"),
     }
     // An ABI import name from a later version is refused the same way.
     let imports = format!(
-        "{ABI_IMPORTS}\n  (import \"waverun_host_v1\" \"cluster_cancel\" (func (param i32 i32) (result i32)))"
+        "{ABI_IMPORTS}\n  (import \"waverun_host_v2\" \"cluster_cancel\" (func (param i32 i32) (result i32)))"
     );
     let wasm = wat::parse_str(guest_wat(&imports, 1, &[])).unwrap();
     let e = rt.load(&wasm).err().expect("refused");
@@ -315,7 +331,7 @@ fn an_import_outside_the_abi_is_refused_with_its_name() {
 #[test]
 fn an_abi_import_with_the_wrong_type_is_refused() {
     let (rt, _dir) = runtime();
-    let imports = r#"(import "waverun_host_v1" "clock_now_ms" (func (result i32)))"#;
+    let imports = r#"(import "waverun_host_v2" "clock_now_ms" (func (result i32)))"#;
     let wasm = wat::parse_str(guest_wat(imports, 1, &[])).unwrap();
     match rt.load(&wasm) {
         Err(e @ PluginError::Incompatible(_)) => {

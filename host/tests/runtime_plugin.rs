@@ -307,3 +307,101 @@ fn the_plugin_traps_cleanly_when_its_memory_limit_is_too_small() {
         Ok(_) => panic!("instantiated in 64 KiB"),
     }
 }
+
+/// ABI v2's `check_submit` through wasmtime: a HealthCheck gate's measurement reaches the host's
+/// provider, comes back as an observation and completes the gate; after a recovery the guest
+/// submits the awaited measurement again under the same id (taken once by the host); a refusal
+/// is an Error measurement, journaled.
+#[test]
+fn a_health_check_goes_out_through_check_submit_and_its_result_comes_back() {
+    use waverun_core::health::Verdict;
+    use waverun_core::{Command, EventKind, Observation};
+    let (_rt, plugin) = plugin();
+    let start: waverun_core::Timestamp = "2026-12-07T00:00:00Z".parse().unwrap();
+    let storage = MemoryPersistence::new();
+    let provider = QueueProvider::new();
+    let host = PluginHost::new(ManualClock::at(start), provider.clone(), storage.clone());
+    let mut i = plugin
+        .instantiate(host, InstanceConfig::default())
+        .expect("instantiate");
+    i.init().expect("init");
+    let setup = [
+        serde_json::json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.31.2", "available": {"*": "2026-12-07T00:00:00Z"}}]}}),
+        serde_json::json!({"type": "upsertMember", "member": {"name": "a", "group": "g",
+            "region": "eastus", "kubernetesVersion": "1.30.4"}}),
+        serde_json::json!({"type": "createRun", "run": {"name": "r1",
+            "strategy": {
+                "healthChecks": [{"name": "slo", "http": {"url": "http://127.0.0.1:9/slo"}}],
+                "stages": [{"name": "s", "beforeGates": [{"type": "HealthCheck", "healthCheck": "slo"}],
+                            "groups": [{"name": "g"}]}]},
+            "managedClusterUpdate": {"upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.31.2"}}}}),
+        serde_json::json!({"type": "startRun", "name": "r1"}),
+    ];
+    for c in setup {
+        let cmd: Command = serde_json::from_value(c).unwrap();
+        i.command(&cmd).expect("command");
+    }
+    let checks = provider.take_checks();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(checks[0].check.name, "slo");
+    let id = checks[0].measurement_id.clone();
+
+    i.recover().expect("recover");
+    assert_eq!(provider.check_calls(), vec![id.clone(), id.clone()]);
+    assert!(
+        provider.take_checks().is_empty(),
+        "a repeated id is taken once"
+    );
+
+    let events = i
+        .deliver(&Observation::CheckMeasured {
+            measurement_id: id,
+            values: None,
+            verdict: Some(Verdict::Pass),
+            message: None,
+        })
+        .expect("deliver");
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind()).collect();
+    assert!(kinds.contains(&EventKind::GateCompleted), "{kinds:?}");
+    assert_eq!(provider.take().len(), 1, "the member's upgrade went out");
+}
+
+/// A host that refuses `check_submit`: the measurement is an Error, journaled.
+#[test]
+fn a_refused_measurement_is_an_error_in_the_journal() {
+    use waverun_core::Command;
+    let (_rt, plugin) = plugin();
+    let start: waverun_core::Timestamp = "2026-12-07T00:00:00Z".parse().unwrap();
+    let storage = MemoryPersistence::new();
+    let provider = QueueProvider::new();
+    provider.refuse_checks(Some("no checks today".into()));
+    let host = PluginHost::new(ManualClock::at(start), provider.clone(), storage.clone());
+    let mut i = plugin
+        .instantiate(host, InstanceConfig::default())
+        .expect("instantiate");
+    i.init().expect("init");
+    for c in [
+        serde_json::json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.31.2", "available": {"*": "2026-12-07T00:00:00Z"}}]}}),
+        serde_json::json!({"type": "upsertMember", "member": {"name": "a", "group": "g",
+            "region": "eastus", "kubernetesVersion": "1.30.4"}}),
+        serde_json::json!({"type": "createRun", "run": {"name": "r1",
+            "strategy": {
+                "healthChecks": [{"name": "slo", "http": {"url": "http://127.0.0.1:9/slo"}}],
+                "stages": [{"name": "s", "beforeGates": [{"type": "HealthCheck", "healthCheck": "slo"}],
+                            "groups": [{"name": "g"}]}]},
+            "managedClusterUpdate": {"upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.31.2"}}}}),
+        serde_json::json!({"type": "startRun", "name": "r1"}),
+    ] {
+        let cmd: Command = serde_json::from_value(c).unwrap();
+        i.command(&cmd).expect("command");
+    }
+    let last = storage.records().last().cloned().expect("a record");
+    assert!(last.contains("\"checkMeasured\""), "{last}");
+    assert!(last.contains("\"Error\""), "{last}");
+    assert!(
+        last.contains("check_submit refused the measurement (the host answered 1)"),
+        "{last}"
+    );
+}

@@ -187,6 +187,9 @@ impl Driver {
                     }
                 }
                 Output::Command(HostCommand::StartUpgrade(op)) => self.fleet.submit(&op, self.now),
+                Output::Command(HostCommand::MeasureCheck(req)) => {
+                    panic!("the bench's strategies have no health checks: {req:?}")
+                }
             }
         }
         self.events += events as u64;

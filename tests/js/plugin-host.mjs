@@ -1,8 +1,9 @@
 // A waverun plugin host in plain Node: only the built-in `WebAssembly` API, no dependencies.
 //
-// It implements every import of bindings/ABI.md (module `waverun_host_v1`) with a virtual clock,
-// an in-memory journal and snapshot, and a simulated fleet that behaves exactly like
-// core/src/sim/fleet.rs; and it runs the simulator loop of core/src/sim/mod.rs
+// It implements every import of bindings/ABI.md (module `waverun_host_v2`) with a virtual clock,
+// an in-memory journal and snapshot, a simulated fleet that behaves exactly like
+// core/src/sim/fleet.rs, and health checks measured as the scenario's `health` scripts them
+// (core/src/sim/scenario.rs `ScriptedHealth`); and it runs the simulator loop of core/src/sim/mod.rs
 // (`Simulation::step`) around the plugin, producing the report of `waverun simulate -o json`:
 // `{timeline, run?: {name, status}, runs?: [{name, autoUpgradeProfileName?, status}], summary}`.
 //
@@ -143,16 +144,17 @@ function behavior(b) {
 
 /**
  * One plugin instance. `host` supplies the world: `now` (ms), `storage` (MemoryStorage-like),
- * `submit(op)` / `query(operationId)` returning the import's answer, and `logs` (an array).
+ * `submit(op)` / `query(operationId)` / `checkSubmit(checkRequest)` returning the import's
+ * answer (a host without `checkSubmit` refuses every measurement), and `logs` (an array).
  */
 export class Guest {
   constructor(module, host) {
     this.host = host;
-    const imports = { waverun_host_v1: this.imports() };
+    const imports = { waverun_host_v2: this.imports() };
     this.instance = new WebAssembly.Instance(module, imports);
     this.ex = this.instance.exports;
     const version = this.ex.waverun_abi_version();
-    if (version !== 1) throw new Error(`plugin ABI version ${version}; this host implements 1`);
+    if (version !== 2) throw new Error(`plugin ABI version ${version}; this host implements 2`);
   }
 
   bytes(ptr, len) {
@@ -169,6 +171,7 @@ export class Guest {
       clock_now_ms: () => BigInt(h.now),
       cluster_submit: (ptr, len) => h.submit(JSON.parse(this.text(ptr, len))),
       cluster_query: (ptr, len) => h.query(JSON.parse(this.text(ptr, len)).operationId),
+      check_submit: (ptr, len) => (h.checkSubmit ? h.checkSubmit(JSON.parse(this.text(ptr, len))) : 1),
       journal_append: (ptr, len) => h.storage.append(this.text(ptr, len)),
       snapshot_write: (ptr, len) => h.storage.writeSnapshot(this.text(ptr, len)),
       storage_read: (kind, ptr, cap) => {
@@ -216,6 +219,38 @@ export class Guest {
     const t = this.ex.waverun_next_wakeup();
     return t < 0n ? null : Number(t);
   }
+}
+
+// ------------------------------------------------------------------------------ health
+
+/** `ScriptedHealth::matches`: whether a scripted entry answers `req` at `now` (ms). */
+function healthMatches(h, req, now) {
+  const member = req.purpose === 'Gate' ? null : (req.members[0]?.name ?? null);
+  const given = (x) => x !== undefined && x !== null;
+  return (!given(h.check) || h.check === req.check.name)
+    && (!given(h.member) || h.member === member)
+    && (!given(h.group) || h.group === req.group)
+    && (!given(h.stage) || h.stage === req.stage)
+    && (!given(h.from) || parseTime(h.from) <= now)
+    && (!given(h.until) || now < parseTime(h.until));
+}
+
+/**
+ * The `checkMeasured` observation of `req` at `now` as the scenario's `health` scripts it
+ * (`ScriptedHealth::measurement`; the first entry that matches, a pass when none does).
+ */
+export function scriptedMeasurement(health, req, now) {
+  const h = (health ?? []).find((x) => healthMatches(x, req, now));
+  const obs = { type: 'checkMeasured', measurementId: req.measurementId };
+  if (!h) return { ...obs, verdict: 'Pass' };
+  const labels = req.members.length === 1 ? `cluster="${req.members[0].name}"` : '';
+  const sample = labels ? { labels, value: h.value } : { value: h.value };
+  const values = h.empty ? [] : (h.value !== undefined && h.value !== null ? [sample] : null);
+  if (values !== null) obs.values = values;
+  const verdict = values !== null ? h.result : (h.result ?? 'Pass');
+  if (verdict !== undefined && verdict !== null) obs.verdict = verdict;
+  if (h.message !== undefined && h.message !== null) obs.message = h.message;
+  return obs;
 }
 
 // ------------------------------------------------------------------------------ the scenario
@@ -368,6 +403,9 @@ export class Simulation {
     this.timeline = [];
     this.done = false;
     this.fleet = new SimulatedFleet(scenario);
+    /** Measurement ids accepted (a repeated one is the same measurement), and results to deliver. */
+    this.measuredIds = new Set();
+    this.measured = [];
     this.host = {
       now: start,
       storage: new MemoryStorage(),
@@ -378,6 +416,13 @@ export class Simulation {
         return 0;
       },
       query: (id) => (this.fleet.knows(id) ? 0 : 1),
+      checkSubmit: (req) => {
+        if (typeof req.measurementId !== 'string') return 2;
+        if (this.measuredIds.has(req.measurementId)) return 0;
+        this.measuredIds.add(req.measurementId);
+        this.measured.push(scriptedMeasurement(scenario.health, req, this.host.now));
+        return 0;
+      },
     };
     this.guest = this.start();
     for (const [p, cmd] of setupCommands(scenario)) {
@@ -411,7 +456,27 @@ export class Simulation {
       this.guest = this.start();
       this.restarts += 1;
     }
-    return call();
+    const r = call();
+    // The measurements it submitted, delivered at the same instant (the native simulator
+    // answers them at once too); their events follow the input's.
+    const more = this.deliverMeasured();
+    if (more.length) {
+      if (r.ok) r.result.events = [...(r.result.events ?? []), ...more];
+      else r.events = [...(r.events ?? []), ...more];
+    }
+    return r;
+  }
+
+  /** Delivers every measurement taken and not delivered yet; returns their events. */
+  deliverMeasured() {
+    const events = [];
+    while (this.measured.length) {
+      const obs = this.measured.shift();
+      const r = this.guest.deliver(obs);
+      if (!r.ok) throw new Error(`deliver: ${JSON.stringify(r.error)}`);
+      events.push(...(r.result.events ?? []));
+    }
+    return events;
   }
 
   static events(r) {

@@ -58,7 +58,7 @@ test('imports are exactly bindings/plugin/imports.txt', () => {
   const found = WebAssembly.Module.imports(module)
     .map((i) => `${i.module}.${i.name} ${kinds[i.kind]}`).sort();
   assert.deepEqual(found, want);
-  assert.equal(found.length, 7);
+  assert.equal(found.length, 8);
 });
 
 test('exports of ABI section 4', () => {
@@ -179,6 +179,29 @@ test('a restart queries operations in flight and resubmits only those the host l
   assert.deepEqual(queried.sort(), inFlight);
   assert.deepEqual(submitted.map((o) => o.operationId), [inFlight[0]]);
   assert.equal(submitted[0].type, 'startUpgrade');
+});
+
+test('a restart submits every awaited measurement again; a refused one is an Error measurement', () => {
+  const sim = new Simulation(module, scenarioOf('tests/scenarios/health/gate-inconclusive-approved.yaml'));
+  const held = [];
+  // This host takes measurements and never answers them.
+  sim.host.checkSubmit = (req) => { held.push(req); return 0; };
+  for (let i = 0; i < 50 && held.length === 0; i += 1) sim.step();
+  assert.equal(held.length, 1);
+  assert.equal(held[0].purpose, 'Gate');
+  const again = [];
+  const g = new Guest(module, { ...sim.host, checkSubmit: (req) => { again.push(req); return 0; } });
+  assert.equal(g.init().ok, true);
+  assert.deepEqual(again, held, 'the same request, submitted again');
+  const before = sim.host.storage.journal.length;
+  const r = new Guest(module, { ...sim.host, checkSubmit: () => 7 }).init();
+  assert.equal(r.ok, true);
+  assert.equal(sim.host.storage.journal.length, before + 1);
+  const obs = JSON.parse(sim.host.storage.journal.at(-1)).input.observation;
+  assert.equal(obs.type, 'checkMeasured');
+  assert.equal(obs.measurementId, held[0].measurementId);
+  assert.equal(obs.verdict, 'Error');
+  assert.match(obs.message, /^check_submit refused the measurement \(the host answered 7\)/);
 });
 
 // ------------------------------------------------------------------------------ scenarios

@@ -1,8 +1,9 @@
 """A waverun plugin host in Python on the `wasmtime` package (PyPI, pinned 50.0.1).
 
-It implements every import of bindings/ABI.md (module `waverun_host_v1`) with a virtual clock, an
-in-memory journal and snapshot, and a simulated fleet that behaves exactly like
-core/src/sim/fleet.rs; and it runs the simulator loop of core/src/sim/mod.rs (`Simulation::step`)
+It implements every import of bindings/ABI.md (module `waverun_host_v2`) with a virtual clock, an
+in-memory journal and snapshot, a simulated fleet that behaves exactly like
+core/src/sim/fleet.rs, and health checks measured as the scenario's `health` scripts them
+(core/src/sim/scenario.rs `ScriptedHealth`); and it runs the simulator loop of core/src/sim/mod.rs (`Simulation::step`)
 around the plugin, producing the report of `waverun simulate -o json`:
 `{timeline, run?: {name, status}, runs?: [{name, autoUpgradeProfileName?, status}], summary}`.
 
@@ -144,8 +145,9 @@ class SimulatedFleet:
 # ---------------------------------------------------------------------------------------- the guest
 
 class Guest:
-    """One plugin instance. `host` supplies the world: `now` (ms), `storage`, `submit(op)` and
-    `query(operation_id)` returning the import's answer, and `logs` (a list)."""
+    """One plugin instance. `host` supplies the world: `now` (ms), `storage`, `submit(op)`,
+    `query(operation_id)` and `check_submit(check_request)` returning the import's answer, and
+    `logs` (a list)."""
 
     def __init__(self, engine, module, host):
         self.host = host
@@ -158,20 +160,21 @@ class Guest:
             "cluster_submit": (ft([i32, i32], [i32]), lambda p, n: host.submit(json.loads(self.text(p, n)))),
             "cluster_query": (ft([i32, i32], [i32]),
                               lambda p, n: host.query(json.loads(self.text(p, n))["operationId"])),
+            "check_submit": (ft([i32, i32], [i32]), lambda p, n: host.check_submit(json.loads(self.text(p, n)))),
             "journal_append": (ft([i32, i32], [i32]), lambda p, n: host.storage.append(self.text(p, n))),
             "snapshot_write": (ft([i32, i32], [i32]), lambda p, n: host.storage.write_snapshot(self.text(p, n))),
             "storage_read": (ft([i32, i32, i32], [i32]), self._storage_read),
             "log": (ft([i32, i32, i32], []), lambda level, p, n: host.logs.append((level, self.text(p, n)))),
         }
         for name, (ty, fn) in imports.items():
-            linker.define_func("waverun_host_v1", name, ty, fn)
+            linker.define_func("waverun_host_v2", name, ty, fn)
         self.instance = linker.instantiate(self.store, module)
         ex = self.instance.exports(self.store)
         self.memory = ex["memory"]
         self.ex = ex
         version = ex["waverun_abi_version"](self.store)
-        if version != 1:
-            raise RuntimeError(f"plugin ABI version {version}; this host implements 1")
+        if version != 2:
+            raise RuntimeError(f"plugin ABI version {version}; this host implements 2")
 
     def text(self, ptr, length):
         ptr &= 0xFFFFFFFF
@@ -343,14 +346,58 @@ def action_value(a):
 
 # ---------------------------------------------------------------------------------------- the simulator
 
-class Host:
-    """The world the guest sees: a virtual clock, storage, the simulated fleet."""
+def _health_matches(h, req, now):
+    """`ScriptedHealth::matches`: whether a scripted entry answers `req` at `now` (ms)."""
+    member = None if req["purpose"] == "Gate" else (req["members"][0]["name"] if req["members"] else None)
+    return ((h.get("check") is None or h["check"] == req["check"]["name"])
+            and (h.get("member") is None or h["member"] == member)
+            and (h.get("group") is None or h["group"] == req.get("group"))
+            and (h.get("stage") is None or h["stage"] == req["stage"])
+            and (h.get("from") is None or parse_time(h["from"]) <= now)
+            and (h.get("until") is None or now < parse_time(h["until"])))
 
-    def __init__(self, now, fleet):
+
+def scripted_measurement(health, req, now):
+    """The `checkMeasured` observation of `req` at `now` as the scenario's `health` scripts it
+    (`ScriptedHealth::measurement`: the first entry that matches; a pass when none does)."""
+    obs = {"type": "checkMeasured", "measurementId": req["measurementId"]}
+    h = next((x for x in health or [] if _health_matches(x, req, now)), None)
+    if h is None:
+        return dict(obs, verdict="Pass")
+    sample = {"value": h.get("value")}
+    if len(req["members"]) == 1:
+        sample = {"labels": f'cluster="{req["members"][0]["name"]}"', "value": h.get("value")}
+    values = [] if h.get("empty") else ([sample] if h.get("value") is not None else None)
+    if values is not None:
+        obs["values"] = values
+    verdict = h.get("result") if values is not None else (h.get("result") or "Pass")
+    if verdict is not None:
+        obs["verdict"] = verdict
+    if h.get("message") is not None:
+        obs["message"] = h["message"]
+    return obs
+
+
+class Host:
+    """The world the guest sees: a virtual clock, storage, the simulated fleet, scripted health
+    (measurements taken at once, waiting in `measured` to be delivered)."""
+
+    def __init__(self, now, fleet, health=None):
         self.now = now
         self.storage = MemoryStorage()
         self.logs = []
         self.fleet = fleet
+        self.health = health or []
+        self.measured_ids = set()  # a repeated measurement id is the same measurement
+        self.measured = []
+
+    def check_submit(self, req):
+        if not isinstance(req.get("measurementId"), str):
+            return 2
+        if req["measurementId"] not in self.measured_ids:
+            self.measured_ids.add(req["measurementId"])
+            self.measured.append(scripted_measurement(self.health, req, self.now))
+        return 0
 
     def submit(self, cmd):
         if cmd.get("type") != "startUpgrade":
@@ -387,7 +434,7 @@ class Simulation:
         self.timeline = []
         self.done = False
         self.fleet = SimulatedFleet(scenario)
-        self.host = Host(start, self.fleet)
+        self.host = Host(start, self.fleet, scenario.get("health"))
         self.guest = self.start()
         for path, cmd in setup_commands(scenario):
             r = self.input(lambda: self.guest.command(cmd))
@@ -415,7 +462,26 @@ class Simulation:
         if self.crash_every and self.inputs % self.crash_every == 0:
             self.guest = self.start()
             self.restarts += 1
-        return call()
+        r = call()
+        # The measurements it submitted, delivered at the same instant (the native simulator
+        # answers them at once too); their events follow the input's.
+        more = self.deliver_measured()
+        if more:
+            if r["ok"]:
+                r["result"]["events"] = (r["result"].get("events") or []) + more
+            else:
+                r["events"] = (r.get("events") or []) + more
+        return r
+
+    def deliver_measured(self):
+        """Delivers every measurement taken and not delivered yet; returns their events."""
+        events = []
+        while self.host.measured:
+            r = self.guest.deliver(self.host.measured.pop(0))
+            if not r["ok"]:
+                raise RuntimeError(f"deliver: {r['error']}")
+            events.extend(r["result"].get("events") or [])
+        return events
 
     def run_to_end(self):
         while self.step():

@@ -72,6 +72,9 @@ class BareHost:
     def query(self, _operation_id):
         return 0
 
+    def check_submit(self, _request):
+        return 1  # measures nothing: refused (an Error measurement)
+
 
 class Module(unittest.TestCase):
     def test_imports_are_exactly_imports_txt(self):
@@ -80,7 +83,7 @@ class Module(unittest.TestCase):
         found = sorted(f"{i.module}.{i.name} func" for i in MODULE.imports
                        if isinstance(i.type, wasmtime.FuncType))
         self.assertEqual(found, want)
-        self.assertEqual(len(MODULE.imports), 7)
+        self.assertEqual(len(MODULE.imports), 8)
 
     def test_exports(self):
         names = {e.name for e in MODULE.exports}
@@ -122,6 +125,30 @@ class Envelopes(unittest.TestCase):
         sim.host.storage.append_result = 0
         r = sim.guest.deliver({"type": "upgradeSucceeded", "operationId": "r1/dev-1"})
         self.assertIn("MemberCompleted", [e["kind"] for e in r["result"]["events"]])
+
+    def test_a_restart_submits_every_awaited_measurement_again(self):
+        sim = ph.Simulation(ENGINE, MODULE, scenario_of("tests/scenarios/health/gate-inconclusive-approved.yaml"))
+        held = []
+        # This host takes measurements and never answers them.
+        sim.host.check_submit = lambda req: held.append(req) or 0
+        for _ in range(50):
+            if held:
+                break
+            sim.step()
+        self.assertEqual(len(held), 1)
+        self.assertEqual(held[0]["purpose"], "Gate")
+        again = []
+        sim.host.check_submit = lambda req: again.append(req) or 0
+        self.assertTrue(ph.Guest(ENGINE, MODULE, sim.host).init()["ok"])
+        self.assertEqual(again, held)
+        # Refused: an Error measurement, journaled.
+        before = len(sim.host.storage.journal)
+        sim.host.check_submit = lambda req: 7
+        self.assertTrue(ph.Guest(ENGINE, MODULE, sim.host).init()["ok"])
+        self.assertEqual(len(sim.host.storage.journal), before + 1)
+        obs = json.loads(sim.host.storage.journal[-1])["input"]["observation"]
+        self.assertEqual((obs["type"], obs["verdict"]), ("checkMeasured", "Error"))
+        self.assertTrue(obs["message"].startswith("check_submit refused the measurement (the host answered 7)"))
 
 
 class Scenarios(unittest.TestCase):

@@ -1,9 +1,10 @@
-//! # waverun-plugin: the engine as a WebAssembly plugin (`bindings/ABI.md`, ABI version 1)
+//! # waverun-plugin: the engine as a WebAssembly plugin (`bindings/ABI.md`, ABI version 2)
 //!
 //! `waverun-core`, unchanged, behind a thin driver that turns the engine's outputs into host
 //! calls and host answers into engine inputs. Built for `wasm32-unknown-unknown` it is a plain
-//! core module whose only imports are the host's clock, cluster calls, persistence and log
-//! (module `waverun_host_v1`, listed in `bindings/plugin/imports.txt`).
+//! core module whose only imports are the host's clock, cluster calls, health-check
+//! measurements, persistence and log (module `waverun_host_v2`, listed in
+//! `bindings/plugin/imports.txt`).
 //!
 //! The logic lives in [`Guest`], a plain struct generic over [`HostImports`] (the imports as a
 //! trait), so it is tested natively with an in-memory host. The `extern "C"` glue (exports,
@@ -24,10 +25,13 @@
 //!   snapshot is at least as large as that snapshot (amortised cost), and on request;
 //! - **restart**: `waverun_init` restores the snapshot, replays the journal without cluster calls
 //!   and then asks the host (`cluster_query`) about every operation still in flight, submitting
-//!   again those the host does not know;
+//!   again those the host does not know, and submits every measurement still awaited again
+//!   (`check_submit`: the host treats a known id as the same measurement);
 //! - **refused submissions**: when `cluster_submit` refuses an operation the driver journals and
 //!   applies an `upgradeFailed` observation for it; the member's error is reported with code
-//!   `ClusterSubmitFailed`.
+//!   `ClusterSubmitFailed`;
+//! - **refused measurements**: when `check_submit` refuses a measurement the driver journals
+//!   and applies an `Error` measurement (`checkMeasured`) for it, so a replay decides the same.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -41,15 +45,15 @@ use waverun_core::drive::{self, Surroundings};
 use waverun_core::selector::LabelSelector;
 use waverun_core::sim::{simulate, Scenario};
 use waverun_core::{
-    Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input, Observation,
-    Output, RunStatus, Timestamp, UpgradeOperation,
+    CheckRequest, Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input,
+    Observation, Output, RunStatus, Timestamp, UpgradeOperation,
 };
 
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
 /// The ABI version this guest implements (`waverun_abi_version`).
-pub const ABI_VERSION: i32 = 1;
+pub const ABI_VERSION: i32 = 2;
 
 /// A snapshot is written after this many journal records.
 pub const SNAPSHOT_EVERY: u64 = 1000;
@@ -57,6 +61,9 @@ pub const SNAPSHOT_EVERY: u64 = 1000;
 /// How the member error of an operation refused by `cluster_submit` begins. The engine records
 /// it as `UpgradeFailed`; the driver reports it as `ClusterSubmitFailed`.
 pub const SUBMIT_REFUSED: &str = "cluster_submit refused the operation";
+
+/// How the message of a measurement refused by `check_submit` begins (its verdict is `Error`).
+pub const CHECK_REFUSED: &str = "check_submit refused the measurement";
 
 /// What `storage_read` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +90,7 @@ pub enum GuestLogLevel {
     Error = 4,
 }
 
-/// The host as the guest sees it: the imports of module `waverun_host_v1`, one method each (ABI
+/// The host as the guest sees it: the imports of module `waverun_host_v2`, one method each (ABI
 /// section 3).
 pub trait HostImports {
     /// `clock_now_ms`: milliseconds since the Unix epoch.
@@ -92,6 +99,9 @@ pub trait HostImports {
     fn cluster_submit(&mut self, operation: &str) -> i32;
     /// `cluster_query`: `{"operationId": ...}`; `0` = known, `1` = unknown, else error.
     fn cluster_query(&mut self, query: &str) -> i32;
+    /// `check_submit`: a *CheckRequest* (JSON); `0` = accepted (the result is delivered later
+    /// as a `checkMeasured` observation).
+    fn check_submit(&mut self, request: &str) -> i32;
     /// `journal_append`: one journal record; `0` = durable.
     fn journal_append(&mut self, record: &str) -> i32;
     /// `snapshot_write`: replace the stored snapshot; `0` = durable.
@@ -228,6 +238,9 @@ struct SnapshotDoc {
     /// The payloads of the operations in flight, to submit them again after a restart.
     #[serde(default)]
     operations: Vec<UpgradeOperation>,
+    /// The requests of the measurements in flight, to submit them again after a restart.
+    #[serde(default)]
+    measurements: Vec<CheckRequest>,
 }
 
 /// The initialised state.
@@ -243,6 +256,8 @@ struct Active {
     snapshot_bytes: u64,
     /// Payloads of the operations in flight, by id.
     operations: BTreeMap<String, UpgradeOperation>,
+    /// Requests of the measurements in flight, by measurement id.
+    measurements: BTreeMap<String, CheckRequest>,
 }
 
 impl Active {
@@ -258,6 +273,7 @@ impl Active {
             seq: &mut self.seq,
             journal_bytes: &mut self.journal_bytes,
             operations: &mut self.operations,
+            measurements: &mut self.measurements,
             events: Vec::new(),
             live,
         };
@@ -266,15 +282,16 @@ impl Active {
 }
 
 /// The engine's surroundings inside the plugin: events are kept for the call's answer,
-/// operations remembered and (when live) submitted through `cluster_submit`; a submission the
-/// host refuses is answered at once with the upgrade's failure, journaled like any input. If
-/// the journal refuses that, the operation stays in flight: after a restart it is queried and
-/// submitted again.
+/// operations and measurements remembered and (when live) submitted through `cluster_submit`
+/// and `check_submit`; a submission the host refuses is answered at once with the upgrade's
+/// failure or an `Error` measurement, journaled like any input. If the journal refuses that,
+/// the operation or measurement stays in flight: after a restart it is submitted again.
 struct GuestSurroundings<'a, H: HostImports> {
     host: &'a mut H,
     seq: &'a mut u64,
     journal_bytes: &'a mut u64,
     operations: &'a mut BTreeMap<String, UpgradeOperation>,
+    measurements: &'a mut BTreeMap<String, CheckRequest>,
     events: Vec<Event>,
     live: bool,
 }
@@ -294,6 +311,17 @@ impl<H: HostImports> Surroundings for GuestSurroundings<'_, H> {
                     }
                 }
             }
+            Output::Command(HostCommand::MeasureCheck(req)) => {
+                let json = self.live.then(|| check_json(&req));
+                let id = req.measurement_id.clone();
+                self.measurements.insert(id.clone(), req);
+                if let Some(json) = json {
+                    let rc = self.host.check_submit(&json);
+                    if rc != 0 {
+                        answers.push(check_refusal(&id, rc));
+                    }
+                }
+            }
         }
     }
 
@@ -303,11 +331,12 @@ impl<H: HostImports> Surroundings for GuestSurroundings<'_, H> {
         };
         let id = match answer {
             Input::Observation(Observation::UpgradeFailed { operation_id, .. }) => operation_id,
+            Input::Observation(Observation::CheckMeasured { measurement_id, .. }) => measurement_id,
             _ => "?",
         };
         self.host.log(
             GuestLogLevel::Error,
-            &format!("operation {id} was refused by the host and its failure could not be journaled ({}); it stays in flight until a restart", e.message),
+            &format!("operation or measurement {id} was refused by the host and its failure could not be journaled ({}); it stays in flight until a restart", e.message),
         );
         false
     }
@@ -318,6 +347,16 @@ fn refusal(operation_id: &str, rc: i32) -> Input {
     Input::Observation(Observation::UpgradeFailed {
         operation_id: operation_id.to_string(),
         message: format!("{SUBMIT_REFUSED} (the host answered {rc})"),
+    })
+}
+
+/// The `Error` measurement of a check whose submission the host refused with `rc`.
+fn check_refusal(measurement_id: &str, rc: i32) -> Input {
+    Input::Observation(Observation::CheckMeasured {
+        measurement_id: measurement_id.to_string(),
+        values: None,
+        verdict: Some(waverun_core::health::Verdict::Error),
+        message: Some(format!("{CHECK_REFUSED} (the host answered {rc})")),
     })
 }
 
@@ -689,6 +728,11 @@ fn submit_json(op: &UpgradeOperation) -> String {
     serde_json::to_string(&HostCommand::StartUpgrade(op.clone())).expect("operation serialises")
 }
 
+/// What `check_submit` receives: the *CheckRequest*, `{"measurementId": ...}`.
+fn check_json(req: &CheckRequest) -> String {
+    serde_json::to_string(req).expect("check request serialises")
+}
+
 /// Milliseconds since the epoch, rounded up: waking at the result is never early.
 fn ceil_millis(t: Timestamp) -> i64 {
     let ms = t.timestamp_millis();
@@ -738,7 +782,8 @@ impl<H: HostImports> Guest<H> {
     // ------------------------------------------------------------------ exports
 
     /// `waverun_init`: restore the snapshot, replay the journal (no cluster calls), then query
-    /// every operation in flight and submit again those the host does not know.
+    /// every operation in flight and submit again those the host does not know, and submit
+    /// every measurement in flight again (`check_submit`).
     pub fn init(&mut self) -> String {
         envelope(self.init_inner())
     }
@@ -793,7 +838,7 @@ impl<H: HostImports> Guest<H> {
             .storage_read(StorageKind::Journal)
             .map_err(|c| invalid_snapshot(format!("storage_read(journal) returned {c}")))?;
 
-        let (engine, snap_seq, operations) = match snapshot {
+        let (engine, snap_seq, operations, measurements) = match snapshot {
             Some(bytes) => {
                 let doc: SnapshotDoc = serde_json::from_slice(&bytes)
                     .map_err(|e| invalid_snapshot(format!("snapshot: {e}")))?;
@@ -809,9 +854,14 @@ impl<H: HostImports> Guest<H> {
                     .into_iter()
                     .map(|op| (op.operation_id.clone(), op))
                     .collect();
-                (Some(engine), doc.journal_seq, ops)
+                let checks = doc
+                    .measurements
+                    .into_iter()
+                    .map(|req| (req.measurement_id.clone(), req))
+                    .collect();
+                (Some(engine), doc.journal_seq, ops, checks)
             }
-            None => (None, 0, BTreeMap::new()),
+            None => (None, 0, BTreeMap::new(), BTreeMap::new()),
         };
 
         let mut records = Vec::new();
@@ -850,6 +900,7 @@ impl<H: HostImports> Guest<H> {
             journal_bytes: 0,
             snapshot_bytes: 0,
             operations,
+            measurements,
         });
 
         let replayed = records.len();
@@ -900,6 +951,28 @@ impl<H: HostImports> Guest<H> {
                 refused.push(refusal(id, rc));
             }
         }
+        // Every measurement awaited: submitted again (the host treats a known id as the same
+        // measurement; a result delivered twice is ignored by the engine).
+        let awaited: Vec<String> = self
+            .engine_ref()
+            .measurements_in_flight()
+            .map(|(id, _)| id.to_string())
+            .collect();
+        for id in &awaited {
+            let req = self.active.as_ref().and_then(|a| a.measurements.get(id));
+            let Some(req) = req else {
+                self.host.log(
+                    GuestLogLevel::Error,
+                    &format!("measurement {id} is awaited but its request is unknown; cannot submit it again"),
+                );
+                continue;
+            };
+            let json = check_json(req);
+            let rc = self.host.check_submit(&json);
+            if rc != 0 {
+                refused.push(check_refusal(id, rc));
+            }
+        }
         let now = clock.max(self.engine_ref().now());
         let a = self.active.as_mut().expect("initialised");
         let (engine, mut around) = a.surroundings(&mut self.host, true);
@@ -912,9 +985,10 @@ impl<H: HostImports> Guest<H> {
         self.host.log(
             GuestLogLevel::Info,
             &format!(
-                "waverun plugin initialised: journalSeq {}, replayed {replayed}, in flight {}",
+                "waverun plugin initialised: journalSeq {}, replayed {replayed}, in flight {}, measurements {}",
                 a.seq,
-                in_flight.len()
+                in_flight.len(),
+                awaited.len()
             ),
         );
         Ok(format!(
@@ -1167,13 +1241,21 @@ impl<H: HostImports> Guest<H> {
         journal(&mut self.host, &mut a.seq, &mut a.journal_bytes, now, input)
     }
 
-    /// Forgets the payloads of operations no longer in flight.
+    /// Forgets the payloads of operations and measurements no longer in flight.
     fn forget_finished_operations(&mut self) {
         let a = self.active.as_mut().expect("initialised");
         if a.operations.len() != a.engine.operations_in_flight_count() {
             let engine = &a.engine;
             a.operations
                 .retain(|id, _| engine.is_operation_in_flight(id));
+        }
+        if !a.measurements.is_empty() {
+            let awaited: std::collections::BTreeSet<&str> = a
+                .engine
+                .measurements_in_flight()
+                .map(|(id, _)| id)
+                .collect();
+            a.measurements.retain(|id, _| awaited.contains(id.as_str()));
         }
     }
 
@@ -1196,11 +1278,13 @@ impl<H: HostImports> Guest<H> {
     fn write_snapshot(&mut self) -> (String, i32) {
         let a = self.active.as_mut().expect("initialised");
         let ops: Vec<&UpgradeOperation> = a.operations.values().collect();
+        let checks: Vec<&CheckRequest> = a.measurements.values().collect();
         let doc = format!(
-            "{{\"v\":1,\"journalSeq\":{},\"engine\":{},\"operations\":{}}}",
+            "{{\"v\":1,\"journalSeq\":{},\"engine\":{},\"operations\":{},\"measurements\":{}}}",
             a.seq,
             a.engine.snapshot(),
-            serde_json::to_string(&ops).expect("operations serialise")
+            serde_json::to_string(&ops).expect("operations serialise"),
+            serde_json::to_string(&checks).expect("measurements serialise")
         );
         a.snapshot_seq = a.seq;
         a.journal_bytes = 0;

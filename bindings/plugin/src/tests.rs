@@ -31,6 +31,14 @@ struct MemHost {
     submit_fails: i32,
     /// `cluster_query` answers 1 (unknown) for everything.
     forget: bool,
+    /// Every `check_submit` call's request, in order.
+    checks_submitted: Vec<CheckRequest>,
+    /// Measurement ids accepted (a repeated one is the same measurement: measured once).
+    checks_known: BTreeSet<String>,
+    /// `check_submit` answers this when non-zero.
+    check_fails: i32,
+    /// Measurements taken, not delivered yet.
+    measured: VecDeque<Observation>,
     logs: Vec<(GuestLogLevel, String)>,
 }
 
@@ -44,7 +52,9 @@ impl HostImports for MemHost {
             return self.submit_fails;
         }
         let cmd: HostCommand = serde_json::from_str(operation).expect("a startUpgrade");
-        let HostCommand::StartUpgrade(op) = cmd;
+        let HostCommand::StartUpgrade(op) = cmd else {
+            panic!("cluster_submit carries upgrades only: {operation}");
+        };
         if !self.known.insert(op.operation_id.clone()) {
             return 0;
         }
@@ -66,6 +76,28 @@ impl HostImports for MemHost {
         } else {
             0
         }
+    }
+    fn check_submit(&mut self, request: &str) -> i32 {
+        let req: CheckRequest = serde_json::from_str(request).expect("a CheckRequest");
+        self.checks_submitted.push(req.clone());
+        if self.check_fails != 0 {
+            return self.check_fails;
+        }
+        if !self.checks_known.insert(req.measurement_id.clone()) {
+            return 0;
+        }
+        if let Some(fleet) = &self.fleet {
+            // As the native simulator measures: the fleet's scripted health, else a pass.
+            let now = DateTime::from_timestamp_millis(self.now_ms).expect("a time");
+            let m = fleet.lock().measure(&req, now);
+            self.measured.push_back(Observation::CheckMeasured {
+                measurement_id: req.measurement_id,
+                values: m.values,
+                verdict: m.verdict,
+                message: m.message,
+            });
+        }
+        0
     }
     fn journal_append(&mut self, record: &str) -> i32 {
         if self.append_fails != 0 {
@@ -224,8 +256,8 @@ fn kinds(events: &Value) -> Vec<String> {
 // ---------------------------------------------------------------------- envelopes
 
 #[test]
-fn abi_version_is_1() {
-    assert_eq!(Guest::new(MemHost::default()).abi_version(), 1);
+fn abi_version_is_2() {
+    assert_eq!(Guest::new(MemHost::default()).abi_version(), 2);
 }
 
 #[test]
@@ -937,6 +969,95 @@ fn refused_submission_fails_the_member_with_cluster_submit_failed() {
     assert_eq!(q.host().submit_calls, calls);
 }
 
+/// A run `r1` whose stage waits on a HealthCheck gate (`slo`, http) before it starts; started.
+fn gated_plugin(host: MemHost) -> Guest<MemHost> {
+    let mut p = Guest::new(host);
+    ok_result(&p.init());
+    for c in [
+        json!({"type": "setCatalog", "catalog": {
+            "kubernetes": [{"version": "1.31.2", "available": {"*": START}}]}}),
+        json!({"type": "upsertMember", "member": member("a", "g")}),
+        json!({"type": "createRun", "run": {"name": "r1",
+            "strategy": {
+                "healthChecks": [{"name": "slo", "http": {"url": "http://127.0.0.1:9/slo"}}],
+                "stages": [{"name": "s", "beforeGates": [{"type": "HealthCheck", "healthCheck": "slo"}],
+                            "groups": [{"name": "g"}]}]},
+            "managedClusterUpdate": {"upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.31.2"}}}}),
+        json!({"type": "startRun", "name": "r1"}),
+    ] {
+        ok_result(&p.request(&command(c)));
+    }
+    p
+}
+
+#[test]
+fn a_check_is_submitted_and_its_delivered_measurement_completes_the_gate() {
+    let mut p = gated_plugin(MemHost::at(START));
+    assert_eq!(p.host().checks_submitted.len(), 1);
+    let req = p.host().checks_submitted[0].clone();
+    assert_eq!(req.check.name, "slo");
+    assert_eq!(req.purpose, waverun_core::CheckPurpose::Gate);
+    assert!(req.gate_id.is_some());
+    let ev = ok_result(&p.deliver(&deliver(json!({"type": "checkMeasured",
+        "measurementId": req.measurement_id, "verdict": "Pass"}))));
+    let kinds = kinds(&ev);
+    assert!(kinds.iter().any(|k| k == "GateCompleted"), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k == "MemberStarted"), "{kinds:?}");
+    assert_eq!(p.host().submitted.len(), 1);
+}
+
+#[test]
+fn refused_check_is_an_error_measurement_journaled_and_replayed_without_the_host() {
+    let mut host = MemHost::at(START);
+    host.check_fails = 5;
+    let p = gated_plugin(host);
+    let last = p.host().journal.last().unwrap().clone();
+    let rec: Record = serde_json::from_str(&last).unwrap();
+    let Input::Observation(Observation::CheckMeasured {
+        verdict, message, ..
+    }) = rec.input
+    else {
+        panic!("{last}")
+    };
+    assert_eq!(verdict, Some(waverun_core::health::Verdict::Error));
+    assert!(message.unwrap().starts_with(CHECK_REFUSED));
+    let calls = p.host().checks_submitted.len();
+    let before = snapshot_of(&p);
+    let (q, _) = crash(p);
+    assert_eq!(snapshot_of(&q), before);
+    // The engine measures again after the error (its interval): whatever it awaits now was
+    // submitted again at init; nothing replayed called the host.
+    let awaited = q.engine().unwrap().measurements_in_flight().count();
+    assert_eq!(q.host().checks_submitted.len(), calls + awaited);
+}
+
+#[test]
+fn restart_submits_every_awaited_measurement_again_also_from_a_snapshot() {
+    let p = gated_plugin(MemHost::at(START));
+    let id = p.host().checks_submitted[0].measurement_id.clone();
+    let (mut q, _) = crash(p);
+    let again: Vec<&str> = q
+        .host()
+        .checks_submitted
+        .iter()
+        .map(|r| r.measurement_id.as_str())
+        .collect();
+    assert_eq!(again, vec![id.as_str(), id.as_str()]);
+    assert_eq!(
+        q.host().checks_known.len(),
+        1,
+        "the host measures a repeated id once"
+    );
+    // Through a snapshot: the request travels in it.
+    ok_result(&q.request(&request(json!({"type": "snapshot"}))));
+    let snap: Value = parse_any(q.host().snapshot.as_ref().unwrap());
+    assert_eq!(snap["measurements"][0]["measurementId"], id.as_str());
+    let (r, _) = crash(q);
+    assert_eq!(r.host().checks_submitted.len(), 3);
+    assert_eq!(r.host().checks_submitted[2].measurement_id, id);
+    assert_eq!(r.host().checks_submitted[2].check.name, "slo");
+}
+
 #[test]
 fn snapshot_every_1000_records_and_restore_from_it() {
     let mut p = started_plugin();
@@ -1034,9 +1155,9 @@ struct PluginDriver {
 }
 
 impl PluginDriver {
-    fn new(start: Timestamp, crash_every: Option<usize>, fleet: SharedFleet) -> PluginDriver {
+    fn new(s: &Scenario, crash_every: Option<usize>, fleet: SharedFleet) -> PluginDriver {
         let mut plugin = Guest::new(MemHost {
-            now_ms: start.timestamp_millis(),
+            now_ms: s.start.timestamp_millis(),
             fleet: Some(fleet),
             ..MemHost::default()
         });
@@ -1090,6 +1211,13 @@ impl EngineDriver for PluginDriver {
                 .unwrap_or_else(|_| panic!("an engine error code: {v}"));
             Err(Error::new(code, v["error"]["message"].as_str().unwrap()))
         };
+        // The measurements the input submitted, delivered at the same instant (the native
+        // simulator answers them at once too).
+        while let Some(o) = self.p().host_mut().measured.pop_front() {
+            let env = self.p().deliver(&deliver(serde_json::to_value(o).unwrap()));
+            let events = ok_result(&env)["events"].clone();
+            self.take_events(&events);
+        }
         result
     }
     fn poll_output(&mut self) -> Option<Output> {
@@ -1150,7 +1278,7 @@ fn scenario_files() -> Vec<PathBuf> {
 
 fn through_plugin(s: &Scenario, crash_every: Option<usize>) -> (String, usize) {
     let fleet = SharedFleet::new(s);
-    let driver = PluginDriver::new(s.start, crash_every, fleet.clone());
+    let driver = PluginDriver::new(s, crash_every, fleet.clone());
     let mut sim = Simulation::with_fleet(s, driver, fleet).expect("valid scenario");
     sim.run_to_end();
     let report = serde_json::to_string(&sim.report()).unwrap();

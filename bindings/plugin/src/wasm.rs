@@ -1,4 +1,4 @@
-//! The `extern "C"` layer (ABI sections 2-4): imports from `waverun_host_v1`, exports, buffers.
+//! The `extern "C"` layer (ABI sections 2-4): imports from `waverun_host_v2`, exports, buffers.
 //! Everything else is [`Guest`]; this file only moves bytes.
 #![allow(unsafe_code)]
 
@@ -6,7 +6,7 @@ use crate::{Guest, GuestLogLevel, HostImports, StorageKind, ABI_VERSION};
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::RefCell;
 
-#[link(wasm_import_module = "waverun_host_v1")]
+#[link(wasm_import_module = "waverun_host_v2")]
 extern "C" {
     #[link_name = "clock_now_ms"]
     fn host_clock_now_ms() -> i64;
@@ -14,6 +14,8 @@ extern "C" {
     fn host_cluster_submit(ptr: *const u8, len: usize) -> i32;
     #[link_name = "cluster_query"]
     fn host_cluster_query(ptr: *const u8, len: usize) -> i32;
+    #[link_name = "check_submit"]
+    fn host_check_submit(ptr: *const u8, len: usize) -> i32;
     #[link_name = "journal_append"]
     fn host_journal_append(ptr: *const u8, len: usize) -> i32;
     #[link_name = "snapshot_write"]
@@ -36,6 +38,9 @@ impl HostImports for WasmImports {
     }
     fn cluster_query(&mut self, query: &str) -> i32 {
         unsafe { host_cluster_query(query.as_ptr(), query.len()) }
+    }
+    fn check_submit(&mut self, request: &str) -> i32 {
+        unsafe { host_check_submit(request.as_ptr(), request.len()) }
     }
     fn journal_append(&mut self, record: &str) -> i32 {
         unsafe { host_journal_append(record.as_ptr(), record.len()) }

@@ -108,6 +108,23 @@ function host(scenario, { restoreEveryStep = false } = {}) {
     inFlight.push({ due: now + b.upgradeMinutes * MINUTE, seq: ++seq, operationId: op.operationId, ok: attempts.get(op.member) > b.failAttempts });
     inFlight.sort((x, y) => x.due - y.due || x.seq - y.seq);
   };
+  // Health checks, as SimulatedFleet::measure: the first scripted entry that matches, else a pass.
+  const measure = (req, now) => {
+    const member = req.purpose === "Gate" ? undefined : req.members[0]?.name;
+    const h = (scenario.health ?? []).find((h) =>
+      (h.check === undefined || h.check === req.check.name) &&
+      (h.member === undefined || h.member === member) &&
+      (h.group === undefined || h.group === req.group) &&
+      (h.stage === undefined || h.stage === req.stage) &&
+      (h.from === undefined || ms(h.from) <= now) &&
+      (h.until === undefined || now < ms(h.until)));
+    const obs = { type: "checkMeasured", measurementId: req.measurementId };
+    if (!h) return { ...obs, verdict: "Pass" };
+    const labels = req.members.length === 1 ? `cluster="${req.members[0].name}"` : "";
+    const values = h.empty ? [] : h.value !== undefined ? [{ ...(labels ? { labels } : {}), value: h.value }] : undefined;
+    const verdict = values !== undefined ? h.result : (h.result ?? "Pass");
+    return { ...obs, ...(values !== undefined ? { values } : {}), ...(verdict ? { verdict } : {}), ...(h.message !== undefined ? { message: h.message } : {}) };
+  };
 
   // The outputs, as World::output; auto-approvals are answered as drive::drain does: each
   // approval delivered, then the outputs it causes, whose approvals come next.
@@ -115,12 +132,16 @@ function host(scenario, { restoreEveryStep = false } = {}) {
   const take = (now, answers) => {
     for (const out of engine.drainOutputs()) {
       if ("command" in out) {
-        submit(out.command, now);
+        // A measurement is answered at once, in order with the approvals (World::output).
+        if (out.command.type === "measureCheck") answers.push({ observation: measure(out.command, now) });
+        else submit(out.command, now);
         continue;
       }
       const ev = out.event;
       if (ev.kind === "RunCreated") continue;
-      if (scenario.autoApprove && ev.kind === "GateCreated" && ev.gateType === "Approval") answers.push({ run: ev.run, id: ev.gateId });
+      if (scenario.autoApprove && ev.kind === "GateCreated" && ev.gateType === "Approval") {
+        answers.push({ command: { type: "completeGate", run: ev.run, gate: { id: ev.gateId }, by: "autoApprove" } });
+      }
       if (!manyRuns) delete ev.run;
       timeline.push(ev);
     }
@@ -130,9 +151,9 @@ function host(scenario, { restoreEveryStep = false } = {}) {
     take(now, answers);
     while (answers.length > 0) {
       const next = [];
-      for (const { run, id } of answers) {
+      for (const answer of answers) {
         try {
-          input(now, { command: { type: "completeGate", run, gate: { id }, by: "autoApprove" } });
+          input(now, answer);
         } catch {}
         take(now, next);
       }
@@ -255,6 +276,7 @@ function actionCommand(a, scenarioRun) {
     case "stop": return { type: "stopRun", name: run };
     case "skip": return { type: "skip", run, targets: a.targets };
     case "approve": return { type: "completeGate", run, gate: { ...a.gate }, ...(a.by ? { by: a.by } : {}) };
+    case "failGate": return { type: "failGate", run, gate: { ...a.gate }, ...(a.by ? { by: a.by } : {}), ...(a.message ? { message: a.message } : {}) };
   }
   throw new Error(`unknown action ${a.do}`);
 }
@@ -262,5 +284,5 @@ function actionCommand(a, scenarioRun) {
 /** An action as the simulator records it in ActionRejected (serde_json::Value: keys sorted). */
 function actionValue(a) {
   const sorted = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0)).sort(([x], [y]) => (x < y ? -1 : 1)));
-  return sorted({ at: iso(a.at), by: a.by, do: a.do, gate: a.gate && sorted(a.gate), profile: a.profile, run: a.run, targets: a.targets });
+  return sorted({ at: iso(a.at), by: a.by, do: a.do, gate: a.gate && sorted(a.gate), message: a.message, profile: a.profile, run: a.run, targets: a.targets });
 }

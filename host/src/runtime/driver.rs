@@ -8,23 +8,28 @@ use super::host::{Clock, ClusterProvider, ManualClock, MemoryPersistence, Plugin
 use super::host::{QueryOutcome, SubmitOutcome};
 use super::instance::{InitReport, InstanceConfig, PluginInstance};
 use super::PluginModule;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use waverun_core::error::{Error, ErrorCode, FieldError};
 use waverun_core::sim::{EngineDriver, Scenario, SharedFleet, Simulation, SimulationReport};
-use waverun_core::{Event, Input, Output, RunStatus, State, Timestamp, UpgradeOperation};
+use waverun_core::{
+    CheckRequest, Event, Input, Observation, Output, RunStatus, State, Timestamp, UpgradeOperation,
+};
 
 /// A simulation whose engine is the plugin in wasmtime.
 pub type PluginSimulation = Simulation<PluginDriver, SharedFleet>;
 
 /// The plugin's cluster provider in a simulation: the simulated fleet. An upgrade submitted
 /// at the virtual clock's time is in flight on the fleet from that moment; a query asks the
-/// fleet whether it ever took the operation. Clones share the fleet and the query log.
+/// fleet whether it ever took the operation. A measurement is taken at once, as the scenario
+/// scripts it (a pass where it says nothing), and waits in [`SimulatedClusterCalls::take_measured`]
+/// to be delivered. Clones share the fleet, the query log and the measurements.
 #[derive(Clone, Debug)]
 pub struct SimulatedClusterCalls {
     fleet: SharedFleet,
     clock: ManualClock,
     queries: Arc<Mutex<Vec<String>>>,
+    measured: Arc<Mutex<(BTreeSet<String>, VecDeque<Observation>)>>,
 }
 
 impl SimulatedClusterCalls {
@@ -34,7 +39,14 @@ impl SimulatedClusterCalls {
             fleet,
             clock,
             queries: Arc::default(),
+            measured: Arc::default(),
         }
+    }
+
+    /// The measurements taken and not delivered yet, in order.
+    pub fn take_measured(&self) -> Vec<Observation> {
+        let mut m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        m.1.drain(..).collect()
     }
 
     /// Operation ids queried so far (`cluster_query`), in order.
@@ -64,6 +76,22 @@ impl ClusterProvider for SimulatedClusterCalls {
         } else {
             QueryOutcome::Unknown
         }
+    }
+    fn submit_check(&mut self, request: &CheckRequest) -> SubmitOutcome {
+        let now = self.now();
+        let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        if !measured.0.insert(request.measurement_id.clone()) {
+            return SubmitOutcome::Accepted;
+        }
+        // The fleet measures as its scenario's `health` scripts (a pass where it says nothing).
+        let m = self.fleet.lock().measure(request, now);
+        measured.1.push_back(Observation::CheckMeasured {
+            measurement_id: request.measurement_id.clone(),
+            values: m.values,
+            verdict: m.verdict,
+            message: m.message,
+        });
+        SubmitOutcome::Accepted
     }
 }
 
@@ -253,6 +281,20 @@ impl EngineDriver for PluginDriver {
             Err(e) => return Err(core_error(e)),
         };
         self.outputs.extend(events.into_iter().map(Output::Event));
+        // The measurements the input submitted, delivered at the same instant (the native
+        // simulator answers them at once too).
+        loop {
+            let measured = self.cluster.take_measured();
+            if measured.is_empty() {
+                break;
+            }
+            for o in measured {
+                match self.retrying(true, |i| i.deliver(&o)) {
+                    Ok(events) => self.outputs.extend(events.into_iter().map(Output::Event)),
+                    Err(e) => self.keep_failure(e),
+                }
+            }
+        }
         Ok(())
     }
 

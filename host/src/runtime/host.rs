@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
-use waverun_core::UpgradeOperation;
+use waverun_core::{CheckRequest, UpgradeOperation};
 
 pub use crate::clock::{timestamp_ms, Clock, ManualClock, SystemClock};
 
@@ -28,13 +28,24 @@ pub enum QueryOutcome {
     Unknown,
 }
 
-/// The cluster imports (`cluster_submit`, `cluster_query`). Neither may block on the upgrade
-/// itself: results come back later through [`super::PluginInstance::deliver`].
+/// The cluster imports (`cluster_submit`, `cluster_query`) and the health-check import
+/// (`check_submit`, ABI v2). None may block on the upgrade or the measurement itself: results
+/// come back later through [`super::PluginInstance::deliver`].
 pub trait ClusterProvider: Send {
     /// Start a member upgrade; a known `operation_id` is the same operation.
     fn submit(&mut self, operation: &UpgradeOperation) -> SubmitOutcome;
     /// Whether the host knows an operation (asked for every operation in flight after a start).
     fn query(&mut self, operation_id: &str) -> QueryOutcome;
+    /// Start one measurement of a health check; its result is delivered later as a
+    /// `checkMeasured` observation. A known `measurement_id` is the same measurement (the guest
+    /// submits every awaited one again after a start): it is not measured twice. A refusal
+    /// becomes an `Error` measurement. By default a host measures nothing: it refuses.
+    fn submit_check(&mut self, request: &CheckRequest) -> SubmitOutcome {
+        SubmitOutcome::Refused(format!(
+            "this host measures no health checks ({})",
+            request.measurement_id
+        ))
+    }
 }
 
 /// The persistence imports (`journal_append`, `snapshot_write`, `storage_read`). Records and
@@ -125,7 +136,7 @@ impl LogSink for MemoryLog {
 pub struct PluginHost {
     /// `clock_now_ms`.
     pub clock: Box<dyn Clock>,
-    /// `cluster_submit`, `cluster_query`.
+    /// `cluster_submit`, `cluster_query`, `check_submit`.
     pub cluster: Box<dyn ClusterProvider>,
     /// `journal_append`, `snapshot_write`, `storage_read`.
     pub persistence: Box<dyn Persistence>,
@@ -305,11 +316,16 @@ struct Queue {
     known: BTreeSet<String>,
     refuse: Option<String>,
     queries: Vec<String>,
+    checks: VecDeque<CheckRequest>,
+    checks_known: BTreeSet<String>,
+    check_calls: Vec<String>,
+    refuse_checks: Option<String>,
 }
 
-/// A cluster provider that accepts every operation and queues it for the caller, who answers
-/// later through [`super::PluginInstance::deliver`] (shared between clones). It knows every
-/// operation it ever accepted; re-submitting a known id queues nothing.
+/// A cluster provider that accepts every operation and every measurement and queues it for the
+/// caller, who answers later through [`super::PluginInstance::deliver`] (shared between
+/// clones). It knows every operation and measurement it ever accepted; re-submitting a known id
+/// queues nothing.
 #[derive(Clone, Debug, Default)]
 pub struct QueueProvider(Arc<Mutex<Queue>>);
 
@@ -334,6 +350,18 @@ impl QueueProvider {
     pub fn refuse(&self, message: Option<String>) {
         lock(&self.0).refuse = message;
     }
+    /// Takes the measurements submitted since the last call (each id once), in order.
+    pub fn take_checks(&self) -> Vec<CheckRequest> {
+        lock(&self.0).checks.drain(..).collect()
+    }
+    /// Every `check_submit` call's measurement id, repeats included, in order.
+    pub fn check_calls(&self) -> Vec<String> {
+        lock(&self.0).check_calls.clone()
+    }
+    /// Refuses every measurement with this message until called with `None`.
+    pub fn refuse_checks(&self, message: Option<String>) {
+        lock(&self.0).refuse_checks = message;
+    }
 }
 
 impl ClusterProvider for QueueProvider {
@@ -355,5 +383,16 @@ impl ClusterProvider for QueueProvider {
         } else {
             QueryOutcome::Unknown
         }
+    }
+    fn submit_check(&mut self, request: &CheckRequest) -> SubmitOutcome {
+        let mut q = lock(&self.0);
+        q.check_calls.push(request.measurement_id.clone());
+        if let Some(m) = &q.refuse_checks {
+            return SubmitOutcome::Refused(m.clone());
+        }
+        if q.checks_known.insert(request.measurement_id.clone()) {
+            q.checks.push_back(request.clone());
+        }
+        SubmitOutcome::Accepted
     }
 }

@@ -13,18 +13,20 @@ use wasmtime::{
 };
 use waverun_core::sim::{Scenario, SimulationReport};
 use waverun_core::{
-    Command, Event, FieldError, Observation, RunStatus, State, Timestamp, UpgradeOperation,
+    CheckRequest, Command, Event, FieldError, Observation, RunStatus, State, Timestamp,
+    UpgradeOperation,
 };
 
 /// The ABI version this host implements (`waverun_abi_version`).
-pub const ABI_VERSION: i32 = 1;
-/// The import namespace of ABI version 1.
-pub const IMPORT_MODULE: &str = "waverun_host_v1";
-/// The imports of ABI version 1 (section 3), exactly these.
-pub const IMPORTS: [&str; 7] = [
+pub const ABI_VERSION: i32 = 2;
+/// The import namespace of ABI version 2.
+pub const IMPORT_MODULE: &str = "waverun_host_v2";
+/// The imports of ABI version 2 (section 3), exactly these.
+pub const IMPORTS: [&str; 8] = [
     "clock_now_ms",
     "cluster_submit",
     "cluster_query",
+    "check_submit",
     "journal_append",
     "snapshot_write",
     "storage_read",
@@ -264,7 +266,7 @@ struct QueryArg {
     operation_id: String,
 }
 
-/// Defines the ABI v1 imports.
+/// Defines the ABI v2 imports.
 pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap(IMPORT_MODULE, "clock_now_ms", |c: Caller<'_, HostState>| {
         c.data().host.clock.now_ms()
@@ -310,6 +312,33 @@ pub(crate) fn add_imports(linker: &mut Linker<HostState>) -> wasmtime::Result<()
                         s.host
                             .log
                             .log(PluginLogLevel::Error, &format!("cluster_query: {e}"));
+                        2
+                    }
+                }
+            })
+        },
+    )?;
+    linker.func_wrap(
+        IMPORT_MODULE,
+        "check_submit",
+        |mut c: Caller<'_, HostState>, ptr: i32, len: i32| {
+            with_bytes(&mut c, ptr, len, |bytes, s| {
+                match serde_json::from_slice::<CheckRequest>(bytes) {
+                    Ok(req) => match s.host.cluster.submit_check(&req) {
+                        SubmitOutcome::Accepted => 0,
+                        SubmitOutcome::Refused(m) => {
+                            s.host.log.log(
+                                PluginLogLevel::Warn,
+                                &format!("measurement {} refused: {m}", req.measurement_id),
+                            );
+                            1
+                        }
+                    },
+                    Err(e) => {
+                        s.host.log.log(
+                            PluginLogLevel::Error,
+                            &format!("check_submit: not a CheckRequest: {e}"),
+                        );
                         2
                     }
                 }

@@ -8,7 +8,7 @@
 //! its driver `Guest`, the imports it calls `HostImports` and its log levels `GuestLogLevel`.
 //!
 //! - [`PluginRuntime`]: one [`wasmtime::Engine`] with epoch interruption (a background thread
-//!   advances the epoch every [`RuntimeConfig::tick`] until the last user is dropped), the ABI v1
+//!   advances the epoch every [`RuntimeConfig::tick`] until the last user is dropped), the ABI v2
 //!   imports in one [`Linker`], and an on-disk cache of precompiled modules keyed by content
 //!   hash ([`cache`]).
 //! - [`PluginModule`]: a loaded module with its `InstancePre` (imports resolved once, reused for every
@@ -184,7 +184,7 @@ impl PluginRuntime {
     }
 
     /// Compiles (or loads from the cache) a module, checks that it imports nothing outside
-    /// ABI v1, and resolves its imports once.
+    /// ABI v2, and resolves its imports once.
     pub fn load(&self, wasm: &[u8]) -> Result<PluginModule, PluginError> {
         let sha = cache::sha256_hex(wasm);
         let (module, status) = match &self.cache {
@@ -250,7 +250,7 @@ pub struct PluginModule {
 }
 
 impl PluginModule {
-    /// Instantiates the module around `host` and checks `waverun_abi_version() == 1`. Call
+    /// Instantiates the module around `host` and checks `waverun_abi_version() == 2`. Call
     /// [`PluginInstance::init`] next.
     pub fn instantiate(
         &self,

@@ -12,13 +12,14 @@
 //! | `T ms` | move the host clock by `ms` (signed; not a number: to the next wakeup) |
 //! | `A ms` | set the host clock to `ms` since the epoch |
 //! | `X s` / `X f` / `X a` | deliver success / failure for the oldest submitted operation, or success for all |
-//! | `F a N` / `F s N` / `F n N` / `F q` / `F r` | make `journal_append` / `cluster_submit` / `snapshot_write` answer `N`, make `cluster_query` forget, make `storage_read` fail |
+//! | `M p` / `M f` / `M i` / `M e` | deliver a `checkMeasured` (Pass / Fail / Inconclusive / Error) for the oldest submitted measurement |
+//! | `F a N` / `F s N` / `F n N` / `F c N` / `F q` / `F r` | make `journal_append` / `cluster_submit` / `snapshot_write` / `check_submit` answer `N`, make `cluster_query` forget, make `storage_read` fail |
 //! | `P payload` / `J payload` | put a snapshot / a journal record into storage (read at the next init) |
 //! | `C` | crash: a fresh plugin on the same host, then `init` |
 //!
 //! Checks, beyond "no panic": every reply is a JSON envelope (`"v": 1`, `ok`, a `result` or an
-//! `error` with a known code and a message); journal records, snapshots, submissions and
-//! queries the plugin hands the host parse, and records are numbered without gaps;
+//! `error` with a known code and a message); journal records, snapshots, submissions,
+//! measurements (`check_submit`: a CheckRequest) and queries the plugin hands the host parse, and records are numbered without gaps;
 //! `next_wakeup` is `-1` or a time; and — when storage was not tampered with and no import was
 //! made to fail — a crash and restart replays to the same engine snapshot.
 
@@ -27,7 +28,7 @@ use crate::targets::documents::small_enough;
 use serde_json::Value;
 use std::collections::{BTreeSet, VecDeque};
 use waverun_core::sim::Scenario;
-use waverun_core::HostCommand;
+use waverun_core::{CheckRequest, HostCommand};
 use waverun_plugin::{Guest, GuestLogLevel, HostImports, Record, StorageKind};
 
 use crate::runner::feature;
@@ -77,6 +78,14 @@ pub const DICT: &[&str] = &[
     "\nT 3600000",
     "\nX s",
     "\nX f",
+    "\nM p",
+    "\nM f",
+    "\nM i",
+    "checkMeasured",
+    "\"measurementId\":",
+    "healthChecks",
+    "afterMemberChecks",
+    "HealthCheck",
     "\nN",
     "\nI",
 ];
@@ -107,8 +116,12 @@ struct FuzzHost {
     /// Accepted operations without a result yet, oldest first.
     pending: VecDeque<String>,
     known: BTreeSet<String>,
+    /// Accepted measurements without a result yet, oldest first (each id once).
+    measuring: VecDeque<String>,
+    measured_ids: BTreeSet<String>,
     append_fails: i32,
     submit_fails: i32,
+    check_fails: i32,
     snapshot_fails: i32,
     forget: bool,
     storage_fails: bool,
@@ -125,7 +138,9 @@ impl HostImports for FuzzHost {
     fn cluster_submit(&mut self, operation: &str) -> i32 {
         let cmd: HostCommand = serde_json::from_str(operation)
             .unwrap_or_else(|e| panic!("cluster_submit got no startUpgrade ({e}): {operation}"));
-        let HostCommand::StartUpgrade(op) = cmd;
+        let HostCommand::StartUpgrade(op) = cmd else {
+            panic!("cluster_submit carries upgrades only: {operation}");
+        };
         if self.submit_fails != 0 {
             return self.submit_fails;
         }
@@ -145,6 +160,18 @@ impl HostImports for FuzzHost {
         } else {
             0
         }
+    }
+    fn check_submit(&mut self, request: &str) -> i32 {
+        let req: CheckRequest = serde_json::from_str(request)
+            .unwrap_or_else(|e| panic!("check_submit got no CheckRequest ({e}): {request}"));
+        feature("check_submit", &format!("{:?}", req.purpose));
+        if self.check_fails != 0 {
+            return self.check_fails;
+        }
+        if self.measured_ids.insert(req.measurement_id.clone()) {
+            self.measuring.push_back(req.measurement_id);
+        }
+        0
     }
     fn journal_append(&mut self, record: &str) -> i32 {
         let r: Record = serde_json::from_str(record)
@@ -403,6 +430,22 @@ pub fn run(input: &[u8]) {
                     check_envelope("deliver", &reply);
                 }
             }
+            b'M' => {
+                let p = s.plugin(true);
+                let Some(id) = p.host_mut().measuring.pop_front() else {
+                    continue;
+                };
+                let verdict = match payload.first() {
+                    Some(b'f') => "Fail",
+                    Some(b'i') => "Inconclusive",
+                    Some(b'e') => "Error",
+                    _ => "Pass",
+                };
+                let obs = serde_json::json!({"type": "checkMeasured", "measurementId": id, "verdict": verdict});
+                let env = serde_json::json!({"v": 1, "observation": obs}).to_string();
+                let reply = p.deliver(env.as_bytes());
+                check_envelope("deliver", &reply);
+            }
             b'F' => {
                 let (which, n) = knob(payload);
                 s.pristine = false;
@@ -410,6 +453,7 @@ pub fn run(input: &[u8]) {
                 match which {
                     b'a' => h.append_fails = n,
                     b's' => h.submit_fails = n,
+                    b'c' => h.check_fails = n,
                     b'n' => h.snapshot_fails = n,
                     b'q' => h.forget = !h.forget,
                     _ => h.storage_fails = !h.storage_fails,

@@ -579,6 +579,9 @@ impl World {
                     Output::Command(HostCommand::StartUpgrade(op)) => {
                         println!("    startUpgrade {}", op.operation_id)
                     }
+                    Output::Command(HostCommand::MeasureCheck(req)) => {
+                        println!("    measureCheck {}", req.measurement_id)
+                    }
                 }
             }
             let text = serde_json::to_string(&out)
@@ -589,6 +592,9 @@ impl World {
             assert_eq!(back, out, "an output does not round-trip: {text}");
             match out {
                 Output::Event(ev) => self.event(&ev, now, &mut last),
+                Output::Command(HostCommand::MeasureCheck(req)) => {
+                    panic!("the harness's strategies have no health checks: {req:?}")
+                }
                 Output::Command(HostCommand::StartUpgrade(op)) => {
                     feature("start", &format!("{:?}", op.upgrade_type));
                     let id = op.operation_id.clone();
