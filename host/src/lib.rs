@@ -1,21 +1,23 @@
 //! The waverun host: the `waverun` binary's command line ([`cli`]), the daemon's HTTP API
 //! ([`api`]), the engine of a fleet ([`daemon`]), the runtime that runs the engine as a
 //! WebAssembly plugin in wasmtime ([`runtime`]), the daemon's store ([`store`]), the cluster
-//! providers ([`providers`]), and [`serve`], which puts a daemon together. Reading documents
-//! (YAML or JSON, strictly) is here at the top.
+//! providers ([`providers`]), one measurement of a health check ([`health`]), and [`serve`],
+//! which puts a daemon together. Reading documents (YAML or JSON, strictly) is here at the top.
 //!
 //! Rooms and the way their imports point: `cli` and `api` → `daemon` (the engine thread and
 //! its loop) → `runtime` (wasmtime, the ABI imports); `store` (SQLite) and `providers`
 //! (simulated, exec) sit beside the runtime, and `daemon` adapts them to its traits (the
 //! plugin's journal and cluster calls, `daemon/step.rs`). `runtime` imports none of them;
-//! `serve` is the one place that knows every room. [`outbound`] (a client's TLS roots, a URL's
-//! origin) serves both `cli` and `providers`.
+//! `serve` is the one place that knows every room. `health` sits beside the providers (it
+//! runs commands under the exec provider's process rules; not yet wired into `daemon`).
+//! [`outbound`] (a client's TLS roots, a URL's origin) serves `cli`, `providers` and `health`.
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod daemon;
+pub mod health;
 pub mod outbound;
 pub mod portal;
 pub mod providers;

@@ -170,3 +170,27 @@ fn unknown_clusters_and_operations_are_not_found() {
         .unwrap_err();
     assert_eq!(e.code, ProviderErrorCode::NotFound);
 }
+
+#[test]
+fn its_preflight_and_health_checks_pass_unless_the_cluster_is_busy() {
+    use waverun_core::health::Verdict;
+    let fleet = Fleet::new();
+    let p = fleet.provider();
+    let pre = p.preflight(&target("ok"), None);
+    assert_eq!(pre.verdict, Some(Verdict::Pass), "{pre:?}");
+    assert_eq!(p.health(&target("ok")).verdict, Some(Verdict::Pass));
+    p.start_upgrade(&target("ok"), &to_134("r/ok")).unwrap();
+    let busy = p.preflight(&target("ok"), None);
+    assert_eq!(busy.verdict, Some(Verdict::Fail), "{busy:?}");
+    assert!(busy.message.unwrap().contains("in progress"));
+    assert_eq!(p.health(&target("ok")).verdict, Some(Verdict::Fail));
+    fleet.clock.advance_ms(30 * MINUTE);
+    let after = p.health(&target("ok"));
+    assert_eq!(after.verdict, Some(Verdict::Pass));
+    assert!(after.message.unwrap().contains("1.34.1"));
+    // A cluster it does not have: an error, never a pass.
+    assert_eq!(
+        p.preflight(&target("nowhere"), None).verdict,
+        Some(Verdict::Error)
+    );
+}

@@ -814,7 +814,7 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         }
     }
     assert_eq!(
-        operations, 41,
+        operations, 42,
         "the spec's paths, waverun's own and the fleet's"
     );
     // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
@@ -843,6 +843,7 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         ("/members/{name}", "delete"),
         ("/gates/{name}", "patch"),
         ("/gates/{name}/approve", "post"),
+        ("/gates/{name}/fail", "post"),
         ("/freezes", "put"),
     ] {
         let o = op(&format!("{fleet}{path}"), method);
@@ -929,7 +930,7 @@ fn least_role(operation_id: &str) -> Role {
         "members_put" | "members_patch" | "members_delete" | "strategies_put"
         | "strategies_delete" | "runs_put" | "runs_delete" | "runs_start" | "runs_stop"
         | "runs_skip" | "runs_retry" => Role::Operator,
-        "gates_patch" | "gates_approve" => Role::Approver,
+        "gates_patch" | "gates_approve" | "gates_fail" => Role::Approver,
         "freezes_put" | "profiles_put" | "profiles_delete" | "profiles_generate" => Role::Admin,
         _ => Role::Viewer,
     }

@@ -199,6 +199,11 @@ fn bodies(op: &str, s: &Scenario) -> Option<(Value, Value, &'static str)> {
         "runs_start" | "runs_stop" | "gates_approve" | "profiles_generate" => {
             (json!({}), json!([]), "")
         }
+        "gates_fail" => (
+            json!({"message": "the error budget is spent"}),
+            json!({"message": 5}),
+            "message",
+        ),
         "profiles_put" => (
             json!({"properties": {"channel": "Rapid", "disabled": true}}),
             json!({"properties": {"channel": 5}}),

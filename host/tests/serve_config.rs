@@ -300,3 +300,70 @@ fn an_aks_provider_takes_its_auth_and_limits_and_refuses_typos_and_limits_above_
     let e = refused("providers:\n  azure: {type: aks, clientSecret: hunter2}\n");
     assert!(e.contains("clientSecret") && !e.contains("hunter2"), "{e}");
 }
+
+#[test]
+fn the_health_checks_section_reads_with_paths_relative_to_the_file_and_refuses_unknown_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "healthChecks:\n  prometheus: {url: \"https://prom.example:9090\", caFile: certs/ca.pem, secret: prom}\n  \
+                secrets:\n    prom: {origins: [\"https://prom.example:9090\"], headers: {Authorization: {fromFile: secrets/prom}}}\n    \
+                hooks: {origins: [\"https://hooks.example\"], headers: {X-Api-Key: {fromEnv: HOOK_KEY}}}\n  \
+                exec: {allow: [/usr/local/bin/smoke], stateDir: state/health}\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap();
+    let h = &c.health_checks;
+    let p = h.prometheus.as_ref().expect("prometheus");
+    assert_eq!(p.ca_file, Some(dir.path().join("certs/ca.pem")));
+    assert_eq!(
+        h.secrets["prom"].headers["Authorization"],
+        waverun_host::providers::SecretSource::FromFile(dir.path().join("secrets/prom"))
+    );
+    assert_eq!(
+        h.secrets["hooks"].headers["X-Api-Key"],
+        waverun_host::providers::SecretSource::FromEnv("HOOK_KEY".to_string())
+    );
+    assert_eq!(h.exec.allow, vec![PathBuf::from("/usr/local/bin/smoke")]);
+    assert_eq!(h.exec.state_dir, Some(dir.path().join("state/health")));
+    // Absent: the default (nothing configured).
+    let c = ServeConfig::resolve(Some(&write(&dir, "fleet: f\n")), Overrides::default()).unwrap();
+    assert!(c.health_checks.prometheus.is_none() && c.health_checks.secrets.is_empty());
+
+    let e = ServeConfig::resolve(
+        Some(&write(
+            &dir,
+            "healthChecks:\n  prometheus: {url: \"http://127.0.0.1:9090\", tiemout: 3}\n",
+        )),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("healthChecks.prometheus") && e.contains("tiemout"),
+        "{e}"
+    );
+    let e = ServeConfig::resolve(
+        Some(&write(
+            &dir,
+            "healthChecks:\n  promethues: {url: \"http://127.0.0.1:9090\"}\n",
+        )),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("healthChecks") && e.contains("promethues"),
+        "{e}"
+    );
+    // The checker's own rules, with the field named.
+    let e = ServeConfig::resolve(
+        Some(&write(
+            &dir,
+            "healthChecks:\n  exec: {allow: [bin/smoke]}\n",
+        )),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.contains("healthChecks.exec.allow[0]"), "{e}");
+    let e = ServeConfig::resolve(
+        Some(&write(&dir, "healthChecks:\n  secrets:\n    s: {origins: [\"http://hooks.example\"], headers: {X: {fromEnv: V}}}\n")),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.contains("healthChecks.secrets.s.origins[0]"), "{e}");
+}

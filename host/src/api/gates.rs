@@ -1,7 +1,8 @@
 //! `gates`: the fleet's gates, from every run's status tree. A gate's name is a lowercase GUID
 //! derived from the run and its place in the run (stable across restarts); approving it
 //! (`PATCH {"properties":{"state":"Completed"}}` or `POST .../approve`) completes it in the
-//! engine and records who approved it.
+//! engine and records who approved it; `POST .../fail` (an inconclusive health check judged
+//! unhealthy, an approval refused) fails it, its stage or group and the run.
 
 use super::envelope::{self, audit, page, refuse, respond, store_problem, Paging};
 use super::problem::Problem;
@@ -117,6 +118,13 @@ fn resource(fleet: &str, f: &Found) -> (Value, String) {
     }
     if let Some(by) = &f.gate.completed_by {
         properties["completedBy"] = json!(by);
+    }
+    // waverun's additions: a HealthCheck gate's check and its measurements.
+    if let Some(c) = &f.gate.health_check {
+        properties["healthCheck"] = json!(c);
+    }
+    if let Some(c) = &f.gate.check {
+        properties["check"] = json!(c);
     }
     let etag = envelope::etag_of(&properties);
     let v = json!({
@@ -281,6 +289,35 @@ pub(super) async fn approve(
     approve_gate(st, fleet, id, headers, caller).await
 }
 
+/// `POST .../fail`'s optional body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailBody {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// `POST /gates/{id}/fail`: a person fails a Pending gate (an inconclusive health check, an
+/// approval refused); its stage or group fails and the run stops.
+pub(super) async fn fail(
+    State(st): State<Arc<ApiState>>,
+    Path((fleet, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Approve)?;
+    let empty = body.as_ref().is_ok_and(|b| b.is_empty());
+    let message = if empty {
+        None
+    } else {
+        let text = json_body(&headers, body)?;
+        let b: FailBody =
+            waverun_core::document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
+        b.message
+    };
+    act_on_gate(st, fleet, id, headers, caller, Some(message)).await
+}
+
 async fn approve_gate(
     st: Arc<ApiState>,
     fleet: String,
@@ -288,13 +325,30 @@ async fn approve_gate(
     headers: HeaderMap,
     caller: super::Caller,
 ) -> Result<Response, Problem> {
+    act_on_gate(st, fleet, id, headers, caller, None).await
+}
+
+/// Approves the gate (`fail` None) or fails it (`fail` Some(message)).
+async fn act_on_gate(
+    st: Arc<ApiState>,
+    fleet: String,
+    id: String,
+    headers: HeaderMap,
+    caller: super::Caller,
+    fail: Option<Option<String>>,
+) -> Result<Response, Problem> {
     let pre = envelope::Preconditions::of(&headers);
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &id);
     let f = fleet.clone();
     let (v, etag) = st
         .engine(move |w| {
-            let mut entry = audit(&caller, "gates.approve", &target, &request_id);
+            let action = if fail.is_some() {
+                "gates.fail"
+            } else {
+                "gates.approve"
+            };
+            let mut entry = audit(&caller, action, &target, &request_id);
             let found = match find(w, &id) {
                 Ok(g) => g,
                 Err(p) => {
@@ -315,15 +369,24 @@ async fn approve_gate(
             if let Err(p) = pre.check(Some(&resource(&f, &found).1)) {
                 return Err(refuse(w, entry, p));
             }
-            let command = Command::CompleteGate {
-                run: found.run.clone(),
-                gate: GateSelector {
-                    id: Some(found.engine_id.clone()),
-                    stage: None,
-                    group: None,
-                    timing: None,
+            let gate = GateSelector {
+                id: Some(found.engine_id.clone()),
+                stage: None,
+                group: None,
+                timing: None,
+            };
+            let command = match fail.clone() {
+                None => Command::CompleteGate {
+                    run: found.run.clone(),
+                    gate,
+                    by: Some(caller.name.clone()),
                 },
-                by: Some(caller.name.clone()),
+                Some(message) => Command::FailGate {
+                    run: found.run.clone(),
+                    gate,
+                    by: Some(caller.name.clone()),
+                    message,
+                },
             };
             let extras = StepWrites {
                 audit: Some(entry),

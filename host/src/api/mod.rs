@@ -713,6 +713,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/gates", get(gates::list))
         .route("/gates/{id}", get(gates::show).patch(gates::patch))
         .route("/gates/{id}/approve", post(gates::approve))
+        .route("/gates/{id}/fail", post(gates::fail))
         .route("/members", get(members::list))
         .route(
             "/members/{name}",

@@ -230,6 +230,12 @@ struct GateProperties {
     scheduled_start_properties: Option<ScheduledStartProperties>,
     #[serde(default)]
     completed_by: Option<String>,
+    /// waverun: a HealthCheck gate's check name.
+    #[serde(default)]
+    health_check: Option<String>,
+    /// waverun: a HealthCheck gate's measurements and verdict.
+    #[serde(default)]
+    check: Option<waverun_core::state::CheckStatus>,
 }
 
 /// A gate (fleet-wide, named by a lowercase GUID). Its `systemData`: created by whoever created
@@ -467,6 +473,15 @@ struct GatePatchProperties {
     state: GateTargetState,
 }
 
+/// `POST /gates/{id}/fail`'s optional body.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct GateFail {
+    /// Why (shown on the gate and in the run's error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
 /// The state a gate can be set to.
 #[allow(dead_code)] // a schema: never built
 #[derive(Serialize, ToSchema)]
@@ -623,6 +638,7 @@ fn operations() -> Vec<Op> {
         op(Get, "/gates/{name}", "gates_show", "Show a gate", "viewer", name, None, ("200", "GateResource", JSON)),
         op(Patch, "/gates/{name}", "gates_patch", "Complete a gate ({\"properties\":{\"state\":\"Completed\"}})", "approver", name, Some("GatePatch"), ("200", "GateResource", JSON)),
         op(Post, "/gates/{name}/approve", "gates_approve", "Approve a gate", "approver", name, Some("EmptyBody"), ("200", "GateResource", JSON)),
+        op(Post, "/gates/{name}/fail", "gates_fail", "Fail a Pending gate (an inconclusive health check, an approval refused): its stage or group fails and the run stops", "approver", name, Some("GateFail"), ("200", "GateResource", JSON)),
         op(Get, "/freezes", "freezes_show", "The fleet's freeze calendar", "viewer", &["fleet"], None, ("200", "Freezes", JSON)),
         op(Put, "/freezes", "freezes_put", "Replace the freeze calendar", "admin", &["fleet"], Some("Freezes"), ("200", "Freezes", JSON)),
         op(Get, "/releases", "releases_list", "The release catalog (per region with ?region=)", "viewer", &["fleet", "region"], None, ("200", "Object", JSON)),
@@ -789,6 +805,7 @@ pub fn document(fleet: &str) -> OpenApi {
                 "runs_start",
                 "runs_stop",
                 "gates_approve",
+                "gates_fail",
                 "profiles_generate",
             ]
             .contains(&o.id)
@@ -948,6 +965,7 @@ pub fn document(fleet: &str) -> OpenApi {
     collect::<GateList>(&mut schemas);
     collect::<GatePatch>(&mut schemas);
     collect::<GatePatchProperties>(&mut schemas);
+    collect::<GateFail>(&mut schemas);
     collect::<SkipBody>(&mut schemas);
     collect::<SkipTargetBody>(&mut schemas);
     collect::<RetryBody>(&mut schemas);

@@ -195,6 +195,27 @@ pub enum GateCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Fail a Pending gate (an inconclusive health check judged unhealthy, an approval
+    /// refused): its stage or group fails and the run stops.
+    #[command(
+        after_help = "Example:\n  waverun gate fail --gate-name 3fa85f64-5717-4562-b3fc-2c963f66afa6 --message \"error budget burnt\""
+    )]
+    Fail {
+        /// The gate's name (a GUID).
+        #[arg(
+            short = 'n',
+            long = "gate-name",
+            alias = "gate",
+            alias = "name",
+            value_name = "GUID"
+        )]
+        gate_name: String,
+        /// Why (shown on the gate and in the run's error).
+        #[arg(long)]
+        message: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Set a gate's state (only Completed is accepted: an approval).
     #[command(
         after_help = "Example:\n  waverun gate update --gate-name 3fa85f64-5717-4562-b3fc-2c963f66afa6 --state Completed"
@@ -744,6 +765,28 @@ pub fn gate(cmd: GateCmd, out: &mut dyn Write) -> Result<(), CliError> {
         GateCmd::Approve { gate_name, conn } => {
             let ctx = conn.connect()?;
             approve(&ctx, out, &gate_name)
+        }
+        GateCmd::Fail {
+            gate_name,
+            message,
+            conn,
+        } => {
+            let ctx = conn.connect()?;
+            let body = json!({ "message": message });
+            let r = ctx.client.call(
+                "POST",
+                &format!("/gates/{gate_name}/fail"),
+                Some(&body),
+                Precondition::None,
+            )?;
+            show(&ctx, out, &r.body, |g| {
+                format!(
+                    "gate {} ({}): {}\n",
+                    text(g, "/name"),
+                    text(g, "/properties/displayName"),
+                    text(g, "/properties/state")
+                )
+            })
         }
         GateCmd::Update {
             gate_name,

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use std::fmt::Write;
-use waverun_core::state::{GateStatus, NodeStatus, RunStatus, State, WaitingOn};
+use waverun_core::state::{CheckStatus, GateStatus, NodeStatus, RunStatus, State, WaitingOn};
 use waverun_core::{GateType, Timestamp};
 
 /// The fleet's clock as the daemon reported it: what "now" is in fleet time, and how fast it
@@ -145,14 +145,57 @@ fn gate_lines(out: &mut String, indent: &str, gates: &[GateStatus], view: &RunVi
             let _ = write!(out, ", by {b}");
         }
         out.push('\n');
-        if g.gate_type == GateType::Approval && g.status.state == State::Pending {
+        if let Some(c) = &g.check {
+            let _ = writeln!(out, "{indent}    {}", check_line(c));
+        }
+        let for_person = g.gate_type == GateType::Approval
+            || (g.gate_type == GateType::HealthCheck && g.check.is_some());
+        if for_person && g.status.state == State::Pending {
             // The daemon gives the gate resource's id (`/fleets/F/gates/GUID`): its name is
             // the last segment.
             if let Some(name) = g.gate_id.as_deref().and_then(|id| id.rsplit('/').next()) {
-                let _ = writeln!(out, "{indent}    approve: {}", (view.approve)(name));
+                let approve = (view.approve)(name);
+                let _ = writeln!(out, "{indent}    approve: {approve}");
+                if g.gate_type == GateType::HealthCheck {
+                    let fail = approve.replacen("gate approve", "gate fail", 1);
+                    let _ = writeln!(out, "{indent}    fail:    {fail} --message WHY");
+                }
             }
         }
     }
+}
+
+/// A check on one line: its name, source, progress, verdict and last measurement.
+fn check_line(c: &CheckStatus) -> String {
+    let mut line = format!(
+        "check {}: {} ({} of {} measured",
+        c.name, c.source, c.taken, c.count
+    );
+    if c.failed > 0 || c.inconclusive > 0 {
+        let _ = write!(
+            line,
+            ", {} failed, {} inconclusive",
+            c.failed, c.inconclusive
+        );
+    }
+    line.push(')');
+    if let Some(v) = c.verdict {
+        let _ = write!(line, " → {v:?}");
+    } else if let Some(t) = c.next_at {
+        let _ = write!(line, ", next {}", fmt_time(t));
+    }
+    if let Some(m) = &c.last {
+        let value = m
+            .value
+            .as_deref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
+        let _ = write!(line, "; last {:?}{value} at {}", m.verdict, fmt_time(m.at));
+        if let Some(msg) = &m.message {
+            let _ = write!(line, ": {msg}");
+        }
+    }
+    line
 }
 
 /// The whole tree.
@@ -286,6 +329,9 @@ pub fn render(view: &RunView<'_>) -> String {
                     let _ = write!(line, "  ({msg})");
                 }
                 let _ = writeln!(out, "{}", line.trim_end());
+                for c in &m.checks {
+                    let _ = writeln!(out, "            {}", check_line(c));
+                }
             }
             gate_lines(&mut out, "        ", &g.after_gates, view);
         }

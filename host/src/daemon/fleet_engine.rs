@@ -2,7 +2,7 @@
 //! between them — journal, apply, commit, then send.
 
 use super::metrics::Metrics;
-use super::step::{Outbox, Pending, SharedReader, StepJournal};
+use super::step::{Outbox, Pending, PendingChecks, SharedReader, StepJournal};
 use crate::clock::Clock;
 use crate::runtime::host::PluginHost;
 use crate::runtime::{InitReport, InstanceConfig, PluginError, PluginInstance, PluginModule};
@@ -13,7 +13,7 @@ use crate::store::{
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use waverun_core::{Command, Event, Observation, RunStatus, Timestamp};
+use waverun_core::{CheckRequest, Command, Event, Observation, RunStatus, Timestamp};
 
 /// Why a step did not happen.
 #[derive(Debug)]
@@ -62,14 +62,16 @@ pub struct CommittedEvent {
     pub event: Event,
 }
 
-/// What a committed step gave: its events, numbered, and the operations to send now (recorded
-/// as `intent`, not sent before).
+/// What a committed step gave: its events, numbered, the operations to send now (recorded
+/// as `intent`, not sent before) and the measurements to take now.
 #[derive(Clone, Debug, Default)]
 pub struct Applied {
     /// The step's events, with their sequence numbers.
     pub events: Vec<CommittedEvent>,
     /// Operations to hand to their providers.
     pub operations: Vec<OperationRow>,
+    /// Measurements the engine asked for (a repeated id is the same measurement).
+    pub checks: Vec<CheckRequest>,
 }
 
 /// What the API writes in a command's step beside the engine's input.
@@ -88,6 +90,11 @@ pub struct FleetEngine {
     instance: PluginInstance,
     store: Box<dyn Store>,
     pending: Pending,
+    /// Measurements submitted during the current call.
+    checks: PendingChecks,
+    /// Measurements submitted in a step whose answer went nowhere (the start, a recovery, a
+    /// refused input): they go out with the next step's, or through [`FleetEngine::take_checks`].
+    unsent_checks: Vec<CheckRequest>,
     recoveries: u32,
     /// Fault injection (crash tests): the guest traps after every this many steps.
     trap_every: Option<u64>,
@@ -145,9 +152,15 @@ impl FleetEngine {
         default_provider: &str,
     ) -> Result<(FleetEngine, Applied), DaemonError> {
         let pending = Pending::default();
+        let checks = PendingChecks::default();
         let reader: SharedReader = Arc::new(Mutex::new(store.reader()?));
         let journal = StepJournal::new(pending.clone(), reader.clone(), module.sha256().into());
-        let outbox = Outbox::new(pending.clone(), reader, default_provider.to_string());
+        let outbox = Outbox::new(
+            pending.clone(),
+            checks.clone(),
+            reader,
+            default_provider.to_string(),
+        );
         let host = PluginHost::new(clock, outbox, journal);
         let instance = module
             .instantiate(host, config)
@@ -156,6 +169,8 @@ impl FleetEngine {
             instance,
             store: Box::new(store),
             pending,
+            checks,
+            unsent_checks: Vec::new(),
             recoveries: 0,
             trap_every: None,
             steps: 0,
@@ -167,8 +182,20 @@ impl FleetEngine {
             stamped: Default::default(),
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
-        let applied = engine.commit(init.events, None, StepWrites::default())?;
+        let mut applied = engine.commit(init.events, None, StepWrites::default())?;
+        // The measurements the start submitted again wait for the engine thread
+        // ([`FleetEngine::take_checks`]).
+        engine.unsent_checks = std::mem::take(&mut applied.checks);
         Ok((engine, applied))
+    }
+
+    /// Measurements submitted but not handed out with a step's [`Applied`] (those the start
+    /// submitted again after its replay, those of a refused input or of a step that did not
+    /// commit): the engine thread takes them when it starts and after every message.
+    pub fn take_checks(&mut self) -> Vec<CheckRequest> {
+        let mut all = std::mem::take(&mut self.unsent_checks);
+        all.extend(self.checks.take());
+        all
     }
 
     /// The state's version: it moves on with every committed step, so anything computed from
@@ -387,7 +414,12 @@ impl FleetEngine {
         self.recoveries += 1;
         self.version.fetch_add(1, Ordering::SeqCst);
         self.pending.take();
+        // The fresh instance submits every measurement it awaits again.
+        self.checks.take();
+        self.unsent_checks.clear();
         let report = self.instance.recover().map_err(DaemonError::plugin)?;
+        let again = self.checks.take();
+        self.unsent_checks.extend(again);
         let kept = self.pending.take();
         let extra = report.events.iter().map(event_row).collect();
         let ids = kept.operations.iter().map(|o| o.id.clone());
@@ -421,19 +453,30 @@ impl FleetEngine {
                         audit,
                         ..StepWrites::default()
                     };
-                    self.commit(events, None, extras)?;
+                    let applied = self.commit(events, None, extras)?;
+                    self.unsent_checks.extend(applied.checks);
                     Err(DaemonError::refused(PluginError::Guest(g)))
                 }
                 other => {
                     self.pending.take();
+                    self.keep_checks();
                     Err(DaemonError::refused(other))
                 }
             },
             Err(e) => {
                 self.pending.take();
+                self.keep_checks();
                 Err(e)
             }
         }
+    }
+
+    /// Keeps the measurements of a call whose step did not commit: a measurement the engine no
+    /// longer awaits is ignored when its result comes, so sending one too many is harmless,
+    /// and losing one would leave a check waiting.
+    fn keep_checks(&mut self) {
+        let kept = self.checks.take();
+        self.unsent_checks.extend(kept);
     }
 
     /// Records in `step` which runs this module executes: the first step of each run in this
@@ -554,7 +597,13 @@ impl FleetEngine {
                         }
                     }
                 }
-                Ok(Applied { events, operations })
+                let mut checks = std::mem::take(&mut self.unsent_checks);
+                checks.extend(self.checks.take());
+                Ok(Applied {
+                    events,
+                    operations,
+                    checks,
+                })
             }
             Err(e) => {
                 // Memory ran ahead of the disk: go back to what the store has.

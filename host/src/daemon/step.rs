@@ -1,6 +1,8 @@
 //! Collecting one step while the guest runs: [`StepJournal`] is the plugin host's persistence,
 //! [`Outbox`] its cluster provider. Both write into the same pending [`Step`]; the
-//! [`super::FleetEngine`] commits it after the call. Reads at start and recovery come from the
+//! [`super::FleetEngine`] commits it after the call. Measurements the guest asks for
+//! (`check_submit`) are collected beside it ([`PendingChecks`]): they are not stored (the guest
+//! submits every awaited one again after a start) and go out once the step committed. Reads at start and recovery come from the
 //! store's committed state.
 
 use crate::runtime::host::{ClusterProvider, Persistence, QueryOutcome, SubmitOutcome};
@@ -8,7 +10,7 @@ use crate::store::{JournalRecord, OperationIntent, SnapshotRecord, Step, StoreRe
 use serde::Deserialize;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
-use waverun_core::UpgradeOperation;
+use waverun_core::{CheckRequest, UpgradeOperation};
 
 /// The step being collected, shared by the journal and the outbox of one instance.
 #[derive(Clone, Default)]
@@ -23,6 +25,24 @@ impl Pending {
     /// Takes the step collected so far, leaving an empty one.
     pub(super) fn take(&self) -> Step {
         std::mem::take(&mut *self.lock())
+    }
+}
+
+/// The measurements submitted during the current call, shared by the outbox and the engine.
+#[derive(Clone, Default)]
+pub(super) struct PendingChecks(Arc<Mutex<Vec<CheckRequest>>>);
+
+impl PendingChecks {
+    /// Takes the measurements collected so far.
+    pub(super) fn take(&self) -> Vec<CheckRequest> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn push(&self, request: CheckRequest) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(request);
     }
 }
 
@@ -98,17 +118,25 @@ impl Persistence for StepJournal {
 
 /// The plugin's cluster provider in the daemon: a submitted operation becomes an `intent` row
 /// of the pending step (sent by the engine after the commit); a query is answered from the
-/// operations the store knows, so after a crash nothing it recorded is sent twice.
+/// operations the store knows, so after a crash nothing it recorded is sent twice. A submitted
+/// measurement waits in [`PendingChecks`] until the step commits; the worker measures it then.
 pub struct Outbox {
     pending: Pending,
+    checks: PendingChecks,
     reader: SharedReader,
     default_provider: String,
 }
 
 impl Outbox {
-    pub(super) fn new(pending: Pending, reader: SharedReader, default_provider: String) -> Outbox {
+    pub(super) fn new(
+        pending: Pending,
+        checks: PendingChecks,
+        reader: SharedReader,
+        default_provider: String,
+    ) -> Outbox {
         Outbox {
             pending,
+            checks,
             reader,
             default_provider,
         }
@@ -149,5 +177,10 @@ impl ClusterProvider for Outbox {
         } else {
             QueryOutcome::Unknown
         }
+    }
+
+    fn submit_check(&mut self, request: &CheckRequest) -> SubmitOutcome {
+        self.checks.push(request.clone());
+        SubmitOutcome::Accepted
     }
 }

@@ -6,22 +6,32 @@
 //! lifecycle's actions are carried out here — provider calls on threads of their own (reporting
 //! back as messages, so a slow cluster never holds the engine), operation rows written, results
 //! delivered to the engine as steps.
+//!
+//! Health checks: every measurement a committed step asks for ([`Applied::checks`]) is taken
+//! on a tokio runtime of the worker's own ([`Measurements`]), never on this thread: a check the
+//! member's provider answers (`provider: {}`, [`health::answered_by_provider`]) through the
+//! provider's blocking `preflight`/`health`, any other through the [`Checker`]; each within the
+//! check's timeout. Its result comes back as a message and is delivered to the engine as a
+//! `checkMeasured` observation (journaled like every input). A measurement id already being
+//! measured is not measured again (the guest submits every awaited one again after a start).
 
 use super::clock::FleetClock;
 use super::fleet_engine::{Applied, DaemonError, FleetEngine, StepWrites};
 use super::members::{MemberBinding, MEMBERS};
 use super::operations::{Action, Lifecycle, Policy, ProviderWait, Tracked};
 use crate::clock::Clock;
+use crate::health::{self, Checker, HealthConfig};
 use crate::providers::{ClusterTarget, Described, OperationReport, Provider};
 use crate::providers::{ProviderError, Started, UpgradeRequest};
 use crate::store::{OperationRow, OperationUpdate};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use waverun_core::{Observation, UpgradeOperation};
+use waverun_core::health::{Measurement, Verdict};
+use waverun_core::{CheckPurpose, CheckRequest, Observation, UpgradeOperation};
 
 /// The providers members are reached through, by name.
 pub type Providers = BTreeMap<String, Arc<dyn Provider>>;
@@ -53,6 +63,11 @@ enum Msg {
         member: String,
         result: Result<Box<Described>, ProviderError>,
     },
+    /// A health check's measurement was taken.
+    Measured {
+        id: String,
+        measurement: Measurement,
+    },
     Shutdown,
     /// Leave at once, closing nothing (tests: as close to `kill -9` as a thread gets).
     Abandon,
@@ -73,6 +88,52 @@ pub struct Worker {
     waits_version: Arc<AtomicU64>,
     /// The last committed event's sequence number, for the SSE streams.
     events: tokio::sync::watch::Sender<u64>,
+    /// Health-check measurements: where they run, and which are being taken.
+    measurements: Measurements,
+}
+
+/// The worker's side of health checks: a checker, a small tokio runtime of its own to take
+/// measurements on, and the ids being measured.
+pub struct Measurements {
+    checker: Checker,
+    runtime: Option<tokio::runtime::Runtime>,
+    in_flight: BTreeSet<String>,
+    /// The provider of a member whose provider the engine does not name.
+    default_provider: String,
+}
+
+impl Measurements {
+    /// Measurements under `checker`, on a runtime of their own (one worker thread, plus
+    /// tokio's blocking pool for the blocking sources and provider calls).
+    pub fn new(checker: Checker) -> std::io::Result<Measurements> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("waverun-checks")
+            .enable_all()
+            .build()?;
+        Ok(Measurements {
+            checker,
+            runtime: Some(runtime),
+            in_flight: BTreeSet::new(),
+            default_provider: "simulated".to_string(),
+        })
+    }
+
+    /// With a checker of the default configuration (no Prometheus, no secrets, no exec
+    /// programs).
+    pub fn unconfigured() -> std::io::Result<Measurements> {
+        let checker = Checker::new(HealthConfig::default()).map_err(std::io::Error::other)?;
+        Measurements::new(checker)
+    }
+}
+
+impl Drop for Measurements {
+    fn drop(&mut self) {
+        // Never wait for a measurement still running: its result would go nowhere.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Worker {
@@ -152,7 +213,74 @@ impl Worker {
         for op in &applied.operations {
             self.follow(op, false);
         }
+        for req in &applied.checks {
+            self.start_check(req.clone());
+        }
         self.drive();
+    }
+
+    /// Starts one measurement on the checks' runtime, unless it is being taken already. Its
+    /// result comes back as [`Msg::Measured`].
+    fn start_check(&mut self, req: CheckRequest) {
+        if !self
+            .measurements
+            .in_flight
+            .insert(req.measurement_id.clone())
+        {
+            tracing::debug!(measurement_id = %req.measurement_id, "already being measured");
+            return;
+        }
+        let Some(rt) = self.measurements.runtime.as_ref() else {
+            return;
+        };
+        let tx = self.tx.clone();
+        let id = req.measurement_id.clone();
+        tracing::debug!(measurement_id = %id, check = %req.check.name, purpose = ?req.purpose, "measuring");
+        if health::answered_by_provider(&req.check) {
+            let providers = self.providers.clone();
+            let default = self.measurements.default_provider.clone();
+            let timeout = Duration::from_secs(req.check.timeout().max(1));
+            rt.spawn(async move {
+                let work = tokio::task::spawn_blocking(move || {
+                    provider_measure(&providers, &default, &req)
+                });
+                let measurement = match tokio::time::timeout(timeout + health::MARGIN, work).await {
+                    Ok(Ok(m)) => m,
+                    Ok(Err(e)) => measurement_error(format!("the provider's check failed: {e}")),
+                    Err(_) => measurement_error(format!(
+                        "no answer from the provider within the check's timeout ({} s)",
+                        timeout.as_secs()
+                    )),
+                };
+                let _ = tx.send(Msg::Measured { id, measurement });
+            });
+        } else {
+            let checker = self.measurements.checker.clone();
+            rt.spawn(async move {
+                let measurement = checker.measure(&req).await;
+                let _ = tx.send(Msg::Measured { id, measurement });
+            });
+        }
+    }
+
+    /// Measurements of steps whose [`Applied`] went nowhere (an input the engine refused after
+    /// its timers fired, a step that did not commit, a recovery): started now, so a check never
+    /// waits for the next step to be measured.
+    fn start_unsent_checks(&mut self) {
+        for req in self.engine.take_checks() {
+            self.start_check(req);
+        }
+    }
+
+    fn on_measured(&mut self, id: String, m: Measurement) {
+        self.measurements.in_flight.remove(&id);
+        tracing::debug!(measurement_id = %id, verdict = ?m.verdict, "measured");
+        self.deliver(Observation::CheckMeasured {
+            measurement_id: id,
+            values: m.values,
+            verdict: m.verdict,
+            message: m.message,
+        });
     }
 
     /// Upgrade durations, in fleet time, from the events that start and end them.
@@ -312,6 +440,7 @@ impl Worker {
             Msg::Polled { id, result } => self.lifecycle.polled(&id, result, now),
             Msg::Described { id, result } => self.lifecycle.described(&id, result, now),
             Msg::Refreshed { member, result } => self.on_refreshed(member, result),
+            Msg::Measured { id, measurement } => self.on_measured(id, measurement),
             Msg::Run(_) | Msg::Shutdown | Msg::Abandon => {}
         }
         self.drive();
@@ -351,6 +480,52 @@ impl Worker {
             .map_or(MAX_SLEEP, |at| self.clock.real_until(at));
         engine.min(timer).min(MAX_SLEEP)
     }
+}
+
+fn measurement_error(message: String) -> Measurement {
+    crate::providers::measurement_error(message)
+}
+
+/// A provider check (`provider: {}`) of every member of `req`, through each member's provider
+/// (blocking): a pre-flight asks [`Provider::preflight`], any other [`Provider::health`]. Over
+/// several members (a gate), the worst verdict wins (`Fail`, then `Error`, then
+/// `Inconclusive`), with the message of the first member that gave it.
+fn provider_measure(providers: &Providers, default: &str, req: &CheckRequest) -> Measurement {
+    if req.members.is_empty() {
+        return measurement_error("the check is about no member".to_string());
+    }
+    let rank = |v: Option<Verdict>| match v {
+        Some(Verdict::Fail) => 3,
+        Some(Verdict::Error) | None => 2,
+        Some(Verdict::Inconclusive) => 1,
+        Some(Verdict::Pass) => 0,
+    };
+    let mut worst: Option<Measurement> = None;
+    for m in &req.members {
+        let name = m.provider.as_ref().map_or(default, |p| p.name.as_str());
+        let target = ClusterTarget {
+            member: m.name.clone(),
+            cluster_ref: m.provider.as_ref().and_then(|p| p.id.clone()),
+            region: Some(m.region.clone()),
+        };
+        let measured = match providers.get(name) {
+            None => measurement_error(format!(
+                "{}: no provider named {name:?} is configured",
+                m.name
+            )),
+            Some(p) if req.purpose == CheckPurpose::Preflight => {
+                p.preflight(&target, req.upgrade.as_ref())
+            }
+            Some(p) => p.health(&target),
+        };
+        if worst
+            .as_ref()
+            .is_none_or(|w| rank(measured.verdict) > rank(w.verdict))
+        {
+            worst = Some(measured);
+        }
+    }
+    worst.expect("at least one member")
 }
 
 /// A stored operation as the lifecycle follows it.
@@ -416,8 +591,21 @@ impl std::error::Error for Gone {}
 
 impl Daemon {
     /// Starts the engine thread over a started engine: every operation the store has not seen
-    /// finish is asked about first, then the loop runs.
+    /// finish is asked about first, then the loop runs. Health checks are measured with the
+    /// default configuration ([`Measurements::unconfigured`]).
     pub fn spawn(engine: FleetEngine, clock: FleetClock, providers: Providers) -> Daemon {
+        let measurements = Measurements::unconfigured().expect("a runtime for health checks");
+        Daemon::spawn_with(engine, clock, providers, measurements)
+    }
+
+    /// [`Daemon::spawn`], health checks measured by `measurements`. The measurements the
+    /// engine's start submitted again are taken first.
+    pub fn spawn_with(
+        engine: FleetEngine,
+        clock: FleetClock,
+        providers: Providers,
+        measurements: Measurements,
+    ) -> Daemon {
         let (tx, rx) = mpsc::channel();
         let worker_tx = tx.clone();
         let last = engine.stored().last_event_seq().unwrap_or(0);
@@ -437,11 +625,13 @@ impl Daemon {
                     upgrade_started: BTreeMap::new(),
                     waits_version: worker_waits_version,
                     events,
+                    measurements,
                 };
                 let unfinished = w.engine.unfinished_operations()?;
                 for op in &unfinished {
                     w.follow(op, true);
                 }
+                w.start_unsent_checks();
                 w.drive();
                 run(w, rx)
             })
@@ -519,6 +709,7 @@ impl Drop for Daemon {
 fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
     loop {
         w.tick();
+        w.start_unsent_checks();
         let msg = match rx.recv_timeout(w.sleep()) {
             Ok(m) => m,
             Err(RecvTimeoutError::Timeout) => continue,
@@ -530,5 +721,6 @@ fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
             Msg::Abandon => return Ok(()),
             answer => w.on_answer(answer),
         }
+        w.start_unsent_checks();
     }
 }

@@ -61,6 +61,20 @@ pub enum SecretSource {
     FromFile(PathBuf),
 }
 
+impl SecretSource {
+    /// The secret's current value; the error says where it was looked for (never a value).
+    pub fn resolve(&self) -> Result<String, String> {
+        match self {
+            SecretSource::FromEnv(v) => {
+                std::env::var(v).map_err(|_| format!("the daemon's environment has no {v}"))
+            }
+            SecretSource::FromFile(f) => std::fs::read_to_string(f)
+                .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                .map_err(|e| format!("{}: {e}", f.display())),
+        }
+    }
+}
+
 /// Per-operation deadlines.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecTimeouts {
@@ -283,22 +297,12 @@ impl ExecProvider {
     fn secrets(&self) -> Result<BTreeMap<String, String>, CallError> {
         let mut out = BTreeMap::new();
         for (var, source) in &self.config.secret_env {
-            let value = match source {
-                SecretSource::FromEnv(v) => std::env::var(v).map_err(|_| {
-                    CallError::Failed(ProviderError::new(
-                        ProviderErrorCode::Unauthenticated,
-                        format!("secretEnv.{var}: the daemon's environment has no {v}"),
-                    ))
-                })?,
-                SecretSource::FromFile(f) => std::fs::read_to_string(f)
-                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                    .map_err(|e| {
-                        CallError::Failed(ProviderError::new(
-                            ProviderErrorCode::Unauthenticated,
-                            format!("secretEnv.{var}: {}: {e}", f.display()),
-                        ))
-                    })?,
-            };
+            let value = source.resolve().map_err(|why| {
+                CallError::Failed(ProviderError::new(
+                    ProviderErrorCode::Unauthenticated,
+                    format!("secretEnv.{var}: {why}"),
+                ))
+            })?;
             out.insert(var.clone(), value);
         }
         Ok(out)
@@ -440,52 +444,31 @@ impl ExecProvider {
             .env("WAVERUN_PROVIDER_NAME", &c.name)
             .env("WAVERUN_NONINTERACTIVE", "1");
         cmd.current_dir(c.state_dir.join("home"));
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: setsid(2) is async-signal-safe and touches no memory of the parent. The
-        // command leads a session of its own: its own process group (signalled as a whole)
-        // and no controlling terminal (it cannot prompt: "no TTY").
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let started = Instant::now();
-        let mut child = cmd.spawn().map_err(|e| {
-            CallError::Failed(ProviderError::new(
-                ProviderErrorCode::Internal,
-                format!("{}: cannot run {:?}: {e}", c.name, c.command[0]),
-            ))
-        })?;
-        let group = child.id() as i32;
         let body = serde_json::to_vec(request).expect("a request serialises");
-        let mut pipes = match Pipes::take(&mut child, body, c.max_stdout) {
-            Ok(p) => p,
-            Err(e) => {
-                signal_group(group, libc::SIGKILL);
-                let _ = child.wait();
-                return Err(CallError::Protocol(format!(
-                    "the command's pipes cannot be set up: {e}"
-                )));
-            }
-        };
-        let end = started + timeout;
-        let status = match pipes.serve(&mut child, end) {
-            Some(s) => s,
-            None => {
-                kill_group(group, &mut child, c.timeouts.grace, &mut pipes);
+        let (status, out) = match run_in_session(
+            &mut cmd,
+            body,
+            c.max_stdout,
+            timeout,
+            c.timeouts.grace,
+        ) {
+            Ok(Ran::Exited(status, out)) => (status, out),
+            Ok(Ran::TimedOut) => {
                 tracing::warn!(provider = %c.name, operation, request_id, "the command ran past its deadline; its process group was killed");
                 return Err(CallError::Timeout(timeout));
             }
+            Err(RunError::Spawn(e)) => {
+                return Err(CallError::Failed(ProviderError::new(
+                    ProviderErrorCode::Internal,
+                    format!("{}: cannot run {:?}: {e}", c.name, c.command[0]),
+                )))
+            }
+            Err(RunError::Pipes(e)) => {
+                return Err(CallError::Protocol(format!(
+                    "the command's pipes cannot be set up: {e}"
+                )))
+            }
         };
-        // The command exited; whatever it left behind in its group goes too. Its answer is what
-        // it wrote before it exited: the pipes are drained without waiting for them to close.
-        signal_group(group, libc::SIGKILL);
-        let out = pipes.drain();
         if out.held_open {
             tracing::warn!(
                 provider = %c.name,
@@ -542,6 +525,71 @@ impl ExecProvider {
         }
         p
     }
+}
+
+/// How a command run by [`run_in_session`] ended.
+pub(crate) enum Ran {
+    /// It exited before its deadline: its status and what it wrote until then.
+    Exited(ExitStatus, Output),
+    /// It ran past its deadline: its group got SIGTERM, the grace period, then SIGKILL.
+    TimedOut,
+}
+
+/// Why [`run_in_session`] could not run a command.
+pub(crate) enum RunError {
+    /// The program could not be started.
+    Spawn(std::io::Error),
+    /// Its pipes could not be made non-blocking (it was killed).
+    Pipes(std::io::Error),
+}
+
+/// The process rules of every command the daemon runs (the exec provider's calls, exec health
+/// checks): `cmd` (program, arguments, environment and directory already set) runs in a session
+/// of its own (its own process group, no controlling terminal), `stdin` is fed to it, stdout is
+/// kept up to `max_stdout` bytes (one more says it was over) and the tail of stderr; at
+/// `timeout` from the start its group gets SIGTERM, then SIGKILL after `grace`. Whatever it
+/// left in its group when it exited is killed too. Blocking: call it off the async runtime.
+pub(crate) fn run_in_session(
+    cmd: &mut Command,
+    stdin: Vec<u8>,
+    max_stdout: usize,
+    timeout: Duration,
+    grace: Duration,
+) -> Result<Ran, RunError> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory of the parent. The
+    // command leads a session of its own: its own process group (signalled as a whole)
+    // and no controlling terminal (it cannot prompt: "no TTY").
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let group = child.id() as i32;
+    let mut pipes = match Pipes::take(&mut child, stdin, max_stdout) {
+        Ok(p) => p,
+        Err(e) => {
+            signal_group(group, libc::SIGKILL);
+            let _ = child.wait();
+            return Err(RunError::Pipes(e));
+        }
+    };
+    let end = started + timeout;
+    let Some(status) = pipes.serve(&mut child, end) else {
+        kill_group(group, &mut child, grace, &mut pipes);
+        return Ok(Ran::TimedOut);
+    };
+    // The command exited; whatever it left behind in its group goes too. Its answer is what
+    // it wrote before it exited: the pipes are drained without waiting for them to close.
+    signal_group(group, libc::SIGKILL);
+    Ok(Ran::Exited(status, pipes.drain()))
 }
 
 /// The request's `cluster`: `id` (the member), `region`, and `ref` (the operator's
@@ -731,7 +779,7 @@ fn exit_error(code: i32, _operation: &str) -> Option<ProviderErrorCode> {
     }
 }
 
-fn exit_text(s: std::process::ExitStatus) -> String {
+pub(crate) fn exit_text(s: std::process::ExitStatus) -> String {
     match (s.code(), s.signal()) {
         (Some(c), _) => format!("exited {c}"),
         (None, Some(sig)) => format!("was killed by signal {sig}"),
@@ -739,7 +787,7 @@ fn exit_text(s: std::process::ExitStatus) -> String {
     }
 }
 
-fn last_line(text: &str) -> String {
+pub(crate) fn last_line(text: &str) -> String {
     let line = text.trim_end().lines().last().unwrap_or("").trim();
     line.chars().take(300).collect()
 }
@@ -762,15 +810,15 @@ struct Pipes {
 }
 
 /// What a command wrote before it exited.
-struct Output {
+pub(crate) struct Output {
     /// Stdout, cut one byte past the limit (longer than the limit: over it).
-    stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Reading stdout failed.
-    read_failed: bool,
+    pub(crate) read_failed: bool,
     /// The last [`STDERR_TAIL`] bytes of stderr.
-    stderr: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
     /// After the command exited, a process still held stdout or stderr open.
-    held_open: bool,
+    pub(crate) held_open: bool,
 }
 
 /// Bytes read from one pipe per wake-up, so that a command writing without pause cannot keep
@@ -1010,7 +1058,7 @@ fn kill_group(group: i32, child: &mut Child, grace: Duration, pipes: &mut Pipes)
 }
 
 /// Makes `dir` readable by its owner only.
-fn private(dir: &std::path::Path) {
+pub(crate) fn private(dir: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
 }

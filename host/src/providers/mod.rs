@@ -11,7 +11,7 @@
 //!   so a daemon killed mid-upgrade finds the upgrade still running, or finished.
 
 pub mod aks;
-mod exec;
+pub(crate) mod exec;
 mod simulated;
 
 pub use exec::{ExecConfig, ExecProvider, ExecTimeouts, SecretSource, API_VERSION};
@@ -19,6 +19,7 @@ pub use simulated::{SimulatedCluster, SimulatedProvider};
 
 use std::collections::BTreeMap;
 use std::fmt;
+use waverun_core::health::{Measurement, Verdict};
 use waverun_core::{Maintenance, NodePool, PoolImage, UpgradeType};
 
 /// A member as a provider sees it.
@@ -326,5 +327,31 @@ pub trait Provider: Send + Sync {
             ProviderErrorCode::Unsupported,
             format!("{} lists no releases", self.name()),
         ))
+    }
+    /// The provider's own pre-flight of a member (the strategy's `preflight` check, source
+    /// `provider: {}`): may `upgrade` start on `cluster` now? One measurement; blocking like the
+    /// other calls. By default a provider has none: an `Error`, never a pass.
+    fn preflight(
+        &self,
+        cluster: &ClusterTarget,
+        upgrade: Option<&waverun_core::UpgradeOperation>,
+    ) -> Measurement {
+        let _ = (cluster, upgrade);
+        measurement_error(format!("provider {} has no pre-flight check", self.name()))
+    }
+    /// The provider's own health check of a member (a check whose source is `provider: {}`,
+    /// after an upgrade or at a gate). One measurement; blocking. By default an `Error`.
+    fn health(&self, cluster: &ClusterTarget) -> Measurement {
+        let _ = cluster;
+        measurement_error(format!("provider {} has no health check", self.name()))
+    }
+}
+
+/// A measurement that went wrong (verdict `Error`) saying `message`.
+pub fn measurement_error(message: impl Into<String>) -> Measurement {
+    Measurement {
+        values: None,
+        verdict: Some(Verdict::Error),
+        message: Some(message.into()),
     }
 }

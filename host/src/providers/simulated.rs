@@ -6,8 +6,8 @@
 //! connection of its own. A daemon killed mid-upgrade therefore finds the upgrade still running,
 //! or finished, when it comes back, and a repeated key is the same operation across restarts.
 
+use super::{measurement_error, ProviderError, ProviderErrorCode, Started, UpgradeRequest};
 use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
-use super::{ProviderError, ProviderErrorCode, Started, UpgradeRequest};
 use crate::clock::Clock;
 use crate::store::StoreError;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use waverun_core::health::{Measurement, Verdict};
 use waverun_core::sim::{Behavior, ScenarioMember};
 use waverun_core::{Maintenance, NodePool, PoolImage};
 
@@ -202,6 +203,42 @@ impl SimulatedProvider {
         }
     }
 
+    /// The provider's checks: describe the cluster; it passes unless it is busy or stopped.
+    fn judge(&self, target: &ClusterTarget, what: &str) -> Measurement {
+        let d = match self.describe(target) {
+            Ok(d) => d,
+            Err(e) => return measurement_error(format!("simulated {what}: {e}")),
+        };
+        let (verdict, message) = if d.busy {
+            (
+                Verdict::Fail,
+                format!("{}: an upgrade is in progress", target.member),
+            )
+        } else if d
+            .power_state
+            .as_deref()
+            .is_some_and(|p| p.eq_ignore_ascii_case("stopped"))
+        {
+            (
+                Verdict::Fail,
+                format!("{}: the cluster is stopped", target.member),
+            )
+        } else {
+            (
+                Verdict::Pass,
+                format!(
+                    "{}: running Kubernetes {}",
+                    target.member, d.kubernetes_version
+                ),
+            )
+        };
+        Measurement {
+            values: None,
+            verdict: Some(verdict),
+            message: Some(message),
+        }
+    }
+
     fn find(conn: &Connection, key: &str) -> Result<Option<Row>, ProviderError> {
         conn.query_row(
             "SELECT operation_id, due_ms, succeeds FROM sim_operations WHERE key = ?1",
@@ -227,6 +264,21 @@ impl Provider for SimulatedProvider {
     fn describe(&self, target: &ClusterTarget) -> Result<Described, ProviderError> {
         let c = self.cluster(target)?;
         Self::state_at(&self.conn(), c, self.now_ms())
+    }
+
+    /// Passes unless the cluster is busy with another upgrade (or stopped).
+    fn preflight(
+        &self,
+        target: &ClusterTarget,
+        upgrade: Option<&waverun_core::UpgradeOperation>,
+    ) -> Measurement {
+        let _ = upgrade;
+        self.judge(target, "pre-flight")
+    }
+
+    /// Passes unless the cluster is busy with an upgrade (or stopped).
+    fn health(&self, target: &ClusterTarget) -> Measurement {
+        self.judge(target, "health")
     }
 
     fn start_upgrade(

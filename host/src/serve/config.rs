@@ -3,7 +3,8 @@
 //! with their path. `host/examples/waverun.yaml` is a commented example.
 //!
 //! Relative paths in the file (`dataDir`, `fleetFile`, a provider's `command` when it has a `/`,
-//! `secretEnv.*.fromFile`) are relative to the file's directory, so a config works from any
+//! `secretEnv.*.fromFile`, and under `healthChecks:` `prometheus.caFile`,
+//! `secrets.*.headers.*.fromFile` and `exec.stateDir`) are relative to the file's directory, so a config works from any
 //! working directory; paths from the environment and flags are relative to the working
 //! directory, as a shell user expects.
 
@@ -11,6 +12,7 @@ use super::listener::Limits;
 use super::tls::TlsFiles;
 use crate::api::Role;
 use crate::daemon::MemberBinding;
+use crate::health::HealthConfig;
 use crate::providers::aks::auth::AzureAuthConfig;
 use crate::providers::{ExecTimeouts, SecretSource};
 use serde::Deserialize;
@@ -60,6 +62,10 @@ pub struct ConfigFile {
     /// Connection and stream limits.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// What health checks may reach: Prometheus, the secrets whose headers checks send, the
+    /// programs exec checks run ([`HealthConfig`]).
+    #[serde(default)]
+    pub health_checks: Option<HealthConfig>,
 }
 
 /// `tls:` — PEM files, read at start and again when they change or on SIGHUP.
@@ -185,6 +191,23 @@ impl ConfigFile {
         if let Some(t) = &mut self.tls {
             anchor(&mut t.cert_file);
             anchor(&mut t.key_file);
+        }
+        if let Some(h) = &mut self.health_checks {
+            if let Some(f) = h.prometheus.as_mut().and_then(|p| p.ca_file.as_mut()) {
+                anchor(f);
+            }
+            for s in h.secrets.values_mut() {
+                for source in s.headers.values_mut() {
+                    if let SecretSource::FromFile(f) = source {
+                        anchor(f);
+                    }
+                }
+            }
+            // `exec.allow` stays as written: absolute paths, compared with the commands of
+            // checks as written.
+            if let Some(d) = &mut h.exec.state_dir {
+                anchor(d);
+            }
         }
         for p in self.providers.values_mut() {
             match p {
@@ -425,6 +448,8 @@ pub struct ServeConfig {
     pub stream_limits: (usize, usize),
     /// A non-loopback address without TLS was asked for explicitly (`--insecure-http`).
     pub insecure_http: bool,
+    /// `healthChecks:` (checked; the default when absent).
+    pub health_checks: HealthConfig,
 }
 
 /// What the command line gave (each overrides the file and the environment).
@@ -463,6 +488,7 @@ impl ServeConfig {
             limits: Limits::default(),
             stream_limits: (crate::api::STREAMS_PER_TOKEN, crate::api::STREAMS),
             insecure_http: false,
+            health_checks: HealthConfig::default(),
         }
     }
 
@@ -626,6 +652,8 @@ impl ServeConfig {
             Some(u) => Some(check_public_url(&u)?),
             None => None,
         };
+        let health_checks = base.health_checks.unwrap_or_default();
+        health_checks.validate()?;
         Ok(ServeConfig {
             listen,
             data_dir,
@@ -642,6 +670,7 @@ impl ServeConfig {
             limits,
             stream_limits: (per_token, streams),
             insecure_http: flags.insecure_http,
+            health_checks,
         })
     }
 }

@@ -20,7 +20,9 @@ use observer::Observer;
 pub use tls::{TlsAcceptor, TlsFiles};
 
 use crate::api::{self, ApiState, Auth};
-use crate::daemon::{Daemon, FleetClock, FleetEngine, MemberBinding, Providers, StepWrites};
+use crate::daemon::{
+    Daemon, FleetClock, FleetEngine, Measurements, MemberBinding, Providers, StepWrites,
+};
 use crate::providers::aks::AksProvider;
 use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
 use crate::runtime::{InstanceConfig, PluginModule, PluginRuntime, RuntimeConfig};
@@ -183,7 +185,15 @@ impl Server {
             tracing::warn!(every = n, "fault injection: the engine traps after every {n} steps (WAVERUN_FAULT_TRAP_EVERY)");
             engine.trap_every(n);
         }
-        let daemon = Arc::new(Daemon::spawn(engine, clock, providers.clone()));
+        let checker = crate::health::Checker::new(config.health_checks.clone())?;
+        let measurements = Measurements::new(checker)
+            .map_err(|e| format!("starting the health checks' runtime: {e}"))?;
+        let daemon = Arc::new(Daemon::spawn_with(
+            engine,
+            clock,
+            providers.clone(),
+            measurements,
+        ));
         if let Some((file, text)) = fleet_file {
             register_fleet(&daemon, &file, &text, simulated.clone(), &clock)?;
         }
