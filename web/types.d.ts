@@ -23,9 +23,28 @@ export interface NodeState {
   error?: { code: string; message: string };
 }
 
+/** A health check on a gate or member: progress, last measurement, verdict. */
+export interface CheckNode {
+  name: string;
+  state: string;
+  source: string;
+  condition?: string;
+  taken: number;
+  count: number;
+  failed: number;
+  inconclusive: number;
+  nextAt?: string;
+  last?: { at: string; verdict: string; value?: string; message?: string };
+  verdict?: string;
+  message?: string;
+}
+
 export interface GateRef {
   displayName?: string;
   gateId?: string;
+  gateType?: string;
+  healthCheck?: string;
+  check?: CheckNode;
   status: { state: string };
 }
 
@@ -37,6 +56,7 @@ export interface MemberNode {
   fromVersion?: string;
   toVersion?: string;
   operationId?: string;
+  checks?: CheckNode[];
 }
 
 /** What stages and groups both carry: resolved limits, failures, waits and gates. */
@@ -119,6 +139,9 @@ export interface FleetEvent {
   gateId?: string;
   gateType?: string;
   timing?: string;
+  check?: string;
+  verdict?: string;
+  value?: string;
   message?: string;
   error?: { code: string; message: string } | string;
   by?: string;

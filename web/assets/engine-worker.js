@@ -17,10 +17,11 @@ const dec = new TextDecoder();
 function imports() {
   const refuse = () => 1;
   return {
-    waverun_host_v1: {
+    waverun_host_v2: {
       clock_now_ms: () => BigInt(Date.now()),
       cluster_submit: refuse,
       cluster_query: refuse,
+      check_submit: refuse,
       journal_append: refuse,
       snapshot_write: refuse,
       storage_read: () => -1,
@@ -42,7 +43,7 @@ async function guest() {
   if (!instance) {
     instance = await WebAssembly.instantiate((await compiled).module, imports());
     const abi = /** @type {() => number} */ (instance.exports.waverun_abi_version)();
-    if (abi !== 1) throw new Error(`the engine module speaks ABI ${abi}; this portal speaks 1`);
+    if (abi !== 2) throw new Error(`the engine module speaks ABI ${abi}; this portal speaks 2`);
   }
   return instance;
 }

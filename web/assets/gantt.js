@@ -62,6 +62,13 @@ export function fromEvents(status, events, now) {
     } else if (e.kind === "GateCreated" || e.kind === "GateCompleted") {
       const where = [e.stage, e.group].filter(Boolean).join("/");
       marks.push({ at, label: `${e.kind === "GateCreated" ? "gate waits" : `gate approved${e.by ? ` by ${e.by}` : ""}`} ${where}`.trim() });
+    } else if (e.kind === "CheckStarted" || e.kind === "CheckCompleted" || e.kind === "GateFailed") {
+      // Soaks and checks: when a check starts (and until when it soaks), its verdict.
+      const where = [e.stage, e.group, e.member].filter(Boolean).join("/");
+      const what = e.kind === "CheckStarted"
+        ? `check ${e.check ?? ""}${e.until ? ` (soak until ${fmtTime(Date.parse(e.until))})` : ""}`
+        : e.kind === "CheckCompleted" ? `check ${e.check ?? ""} ${e.verdict ?? ""}` : "gate failed";
+      marks.push({ at, label: `${what} ${where}`.trim() });
     } else if (e.kind === "AfterStageWaitStarted" || e.kind === "AfterStageWaitCompleted") {
       marks.push({ at, label: `${e.kind === "AfterStageWaitStarted" ? "wait after" : "wait over"} ${e.stage ?? ""}`.trim() });
     }

@@ -11,3 +11,15 @@ export async function approveGate(ctx, id) {
   const { etag } = await ctx.api.get(path);
   await ctx.api.post(`${path}/approve`, {}, etag);
 }
+
+/**
+ * Fails a Pending gate (an inconclusive health check judged unhealthy, an approval refused): its
+ * stage or group fails and the run stops.
+ * @param {import("./app.js").Ctx} ctx
+ * @param {string} id the gate's name or resource id
+ * @param {string} message why, shown on the gate and in the run's error
+ */
+export async function failGate(ctx, id, message) {
+  const path = `/gates/${encodeURIComponent(id.split("/").pop() ?? id)}`;
+  await ctx.api.post(`${path}/fail`, message ? { message } : {});
+}

@@ -8,7 +8,7 @@ import { describe } from "../app.js";
 import { badge, h, notice, replace, shortTime, span } from "../dom.js";
 import { forecasts, windows } from "../engine.js";
 import { drawGantt, fromEvents } from "../gantt.js";
-import { approveGate } from "../gates.js";
+import { approveGate, failGate } from "../gates.js";
 import { VirtualList } from "../virtual.js";
 
 /** @typedef {import("../app.js").Ctx} Ctx */
@@ -20,7 +20,7 @@ import { VirtualList } from "../virtual.js";
  * A row of the tree.
  * @typedef {{ depth: number, kind: "stage" | "group" | "member" | "gate" | "wait", name: string,
  *   target?: string, state: string, message?: string, waiting?: WaitingOn, limits?: string,
- *   gateId?: string, extra?: string }} TreeRow
+ *   gateId?: string, gateType?: string, extra?: string, checks?: string }} TreeRow
  */
 
 const DONE = new Set(["Completed", "Failed", "Skipped", "Stopped"]);
@@ -44,6 +44,17 @@ export function waitingText(w, ctx) {
 }
 
 /**
+ * `check error-rate: 2 of 3 measured, last Pass 0.001 → Pass`: a check's progress for the tree.
+ * @param {import("../../types").CheckNode} c
+ */
+export function checkText(c) {
+  let text = `check ${c.name}: ${c.taken} of ${c.count} measured`;
+  if (c.last) text += `, last ${c.last.verdict}${c.last.value !== undefined ? ` ${c.last.value}` : ""}`;
+  if (c.verdict) text += ` → ${c.verdict}`;
+  return text;
+}
+
+/**
  * @param {import("../../types").RunStatus | undefined} status
  * @returns {TreeRow[]}
  */
@@ -53,7 +64,8 @@ export function treeRows(status) {
   /** @param {GateRef[] | undefined} gates @param {number} depth @param {string} when */
   const gates = (gates, depth, when) => {
     for (const g of gates ?? []) {
-      rows.push({ depth, kind: "gate", name: g.displayName || `${when} gate`, state: g.status.state, gateId: g.gateId, extra: when });
+      rows.push({ depth, kind: "gate", name: g.displayName || `${when} gate`, state: g.status.state, gateId: g.gateId, extra: when,
+        gateType: g.gateType, checks: g.check ? checkText(g.check) : undefined });
     }
   };
   /** @param {{ failureCount?: number, maxAllowedFailures?: number, maxConcurrency?: number }} n */
@@ -70,7 +82,8 @@ export function treeRows(status) {
       for (const m of g.members) {
         const versions = m.fromVersion || m.toVersion ? `${m.fromVersion ?? "?"} → ${m.toVersion ?? "?"}` : "";
         rows.push({ depth: 2, kind: "member", name: m.name, target: `Member:${m.name}`, state: m.status.state, waiting: m.waitingOn,
-          message: m.status.error?.message ?? m.message, extra: versions });
+          message: m.status.error?.message ?? m.message, extra: versions,
+          checks: m.checks?.length ? m.checks.map(checkText).join(" · ") : undefined });
       }
       gates(g.afterGates, 2, "after");
     }
@@ -129,6 +142,10 @@ export async function render(ctx, root, params) {
     const approveButton = r.kind === "gate" && r.state === "Pending" && r.gateId && ctx.can("approve")
       ? h("button.primary", { type: "button", "data-focus-key": `approve:${r.gateId}`, onclick: () => void approve(/** @type {string} */ (r.gateId)) }, "Approve")
       : null;
+    // An inconclusive health check waits for a person, who may also judge it unhealthy.
+    const failButton = r.kind === "gate" && r.gateType === "HealthCheck" && r.state === "Pending" && r.gateId && ctx.can("approve")
+      ? h("button", { type: "button", "data-focus-key": `fail:${r.gateId}`, onclick: () => void fail(/** @type {string} */ (r.gateId)) }, "Fail")
+      : null;
     return h(`div.node.depth-${r.depth}`, { "data-row": key },
       // Operators get a column of checkboxes; rows that cannot be skipped keep its width.
       ctx.can("operate") ? h("span.box", null, box) : null,
@@ -139,7 +156,8 @@ export async function render(ctx, root, params) {
       r.limits ? h("span.limits", null, r.limits) : null,
       r.waiting ? h("span.wait", null, "waiting: ", h("span.until", { "data-key": key }, waitingText(r.waiting, ctx))) : null,
       !r.waiting && r.message ? h("span.hint", null, r.message) : null,
-      approveButton);
+      r.checks ? h("span.hint.checks", null, r.checks) : null,
+      approveButton, failButton);
   }
 
   /** @param {import("../../types").FleetEvent} e */
@@ -239,6 +257,15 @@ export async function render(ctx, root, params) {
   async function approve(id) {
     await act("Approve", async () => {
       await approveGate(ctx, id);
+      await reload();
+    });
+  }
+
+  /** @param {string} id */
+  async function fail(id) {
+    const why = globalThis.prompt?.("Why does this gate fail? (shown on the gate and in the run's error)") ?? "";
+    await act("Fail gate", async () => {
+      await failGate(ctx, id, why);
       await reload();
     });
   }
