@@ -47,6 +47,16 @@ echo "== portal (web): type check and browser tests [${SECONDS}s]"
 (cd web && npx tsc -p .)
 node --test web/test/
 
+# [health checks] host/tests/health_checks.rs queries a real Prometheus (Debian's package,
+# started by the test on loopback); the test fails, saying so, when it is missing.
+if [ ! -x /usr/bin/prometheus ]; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus) >/dev/null
+  else
+    echo "prometheus is missing (apt-get install -y prometheus): the health-check test will fail"
+  fi
+fi
+
 echo "== rust tests [${SECONDS}s]"
 cargo test --workspace
 
