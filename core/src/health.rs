@@ -194,6 +194,19 @@ impl HealthCheck {
         self.timeout_seconds.unwrap_or(30)
     }
 
+    /// The source's name: `prometheus`, `http`, `exec` or `provider`.
+    pub fn source(&self) -> &'static str {
+        if self.prometheus.is_some() {
+            "prometheus"
+        } else if self.http.is_some() {
+            "http"
+        } else if self.exec.is_some() {
+            "exec"
+        } else {
+            "provider"
+        }
+    }
+
     /// The source, in a few words (`prometheus: <query>`), as events and the tree show it.
     pub fn describe(&self) -> String {
         if let Some(p) = &self.prometheus {

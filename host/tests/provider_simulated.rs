@@ -12,6 +12,8 @@ use waverun_host::runtime::ManualClock;
 use waverun_host::store::SqliteStore;
 
 const MINUTE: i64 = 60_000;
+/// A check's timeout, for the provider's checks.
+const T: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn cluster(name: &str, upgrade_minutes: u32, fail_attempts: u32) -> SimulatedCluster {
     SimulatedCluster {
@@ -176,21 +178,21 @@ fn its_preflight_and_health_checks_pass_unless_the_cluster_is_busy() {
     use waverun_core::health::Verdict;
     let fleet = Fleet::new();
     let p = fleet.provider();
-    let pre = p.preflight(&target("ok"), None);
+    let pre = p.preflight(&target("ok"), None, T);
     assert_eq!(pre.verdict, Some(Verdict::Pass), "{pre:?}");
-    assert_eq!(p.health(&target("ok")).verdict, Some(Verdict::Pass));
+    assert_eq!(p.health(&target("ok"), T).verdict, Some(Verdict::Pass));
     p.start_upgrade(&target("ok"), &to_134("r/ok")).unwrap();
-    let busy = p.preflight(&target("ok"), None);
+    let busy = p.preflight(&target("ok"), None, T);
     assert_eq!(busy.verdict, Some(Verdict::Fail), "{busy:?}");
     assert!(busy.message.unwrap().contains("in progress"));
-    assert_eq!(p.health(&target("ok")).verdict, Some(Verdict::Fail));
+    assert_eq!(p.health(&target("ok"), T).verdict, Some(Verdict::Fail));
     fleet.clock.advance_ms(30 * MINUTE);
-    let after = p.health(&target("ok"));
+    let after = p.health(&target("ok"), T);
     assert_eq!(after.verdict, Some(Verdict::Pass));
     assert!(after.message.unwrap().contains("1.34.1"));
     // A cluster it does not have: an error, never a pass.
     assert_eq!(
-        p.preflight(&target("nowhere"), None).verdict,
+        p.preflight(&target("nowhere"), None, T).verdict,
         Some(Verdict::Error)
     );
 }

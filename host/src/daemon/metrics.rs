@@ -5,6 +5,7 @@
 
 use crate::providers::ProviderMetric;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -56,11 +57,36 @@ pub struct OutcomeLabel {
     pub outcome: String,
 }
 
+/// One health-check measurement: which check, from where, why, and what it found.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MeasurementLabels {
+    /// The check's name in its strategy.
+    pub check: String,
+    /// `prometheus`, `http`, `exec` or `provider`.
+    pub source: String,
+    /// `Gate`, `AfterMember` or `Preflight`.
+    pub purpose: String,
+    /// `Pass`, `Fail`, `Inconclusive` or `Error`.
+    pub verdict: String,
+}
+
+/// A health check's source.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabel {
+    /// `prometheus`, `http`, `exec` or `provider`.
+    pub source: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency() -> Histogram {
     // 50 µs to ~3.3 s.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
+}
+
+fn check_latency() -> Histogram {
+    // 1 ms to ~65 s (a check's timeout is 30 s unless it says otherwise).
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
 fn upgrade_buckets() -> Histogram {
@@ -77,6 +103,8 @@ pub struct Metrics {
     nodes: Family<StateLabels, Gauge>,
     failures: Family<RunLabel, Gauge>,
     waits: Family<WaitLabels, Gauge>,
+    measurements: Family<MeasurementLabels, Counter>,
+    measurement_seconds: Histograms<SourceLabel>,
 }
 
 impl Default for Metrics {
@@ -121,6 +149,19 @@ impl Metrics {
             "Stages, groups and members waiting, by reason",
             waits.clone(),
         );
+        let measurements = Family::<MeasurementLabels, Counter>::default();
+        registry.register(
+            "health_measurements",
+            "Health-check measurements taken, by check, source, purpose and verdict",
+            measurements.clone(),
+        );
+        let measurement_seconds: Histograms<SourceLabel> =
+            Family::new_with_constructor(check_latency);
+        registry.register(
+            "health_measurement_seconds",
+            "Wall-clock time of one health-check measurement, by source",
+            measurement_seconds.clone(),
+        );
         Metrics {
             registry,
             commit,
@@ -129,6 +170,8 @@ impl Metrics {
             nodes,
             failures,
             waits,
+            measurements,
+            measurement_seconds,
         }
     }
 
@@ -154,6 +197,16 @@ impl Metrics {
                 outcome: outcome.to_string(),
             })
             .observe(fleet_seconds.max(0.0));
+    }
+
+    /// One health-check measurement ended with `labels.verdict` after `took`.
+    pub fn measured(&self, labels: MeasurementLabels, took: Duration) {
+        self.measurement_seconds
+            .get_or_create(&SourceLabel {
+                source: labels.source.clone(),
+            })
+            .observe(took.as_secs_f64());
+        self.measurements.get_or_create(&labels).inc();
     }
 
     /// Replaces the counts with those of `runs` (at a scrape).

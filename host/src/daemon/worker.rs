@@ -18,6 +18,7 @@
 use super::clock::FleetClock;
 use super::fleet_engine::{Applied, DaemonError, FleetEngine, StepWrites};
 use super::members::{MemberBinding, MEMBERS};
+use super::metrics::MeasurementLabels;
 use super::operations::{Action, Lifecycle, Policy, ProviderWait, Tracked};
 use crate::clock::Clock;
 use crate::health::{self, Checker, HealthConfig};
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use waverun_core::health::{Measurement, Verdict};
 use waverun_core::{CheckPurpose, CheckRequest, Observation, UpgradeOperation};
 
@@ -63,10 +64,12 @@ enum Msg {
         member: String,
         result: Result<Box<Described>, ProviderError>,
     },
-    /// A health check's measurement was taken.
+    /// A health check's measurement was taken, in `took` (wall clock).
     Measured {
         id: String,
         measurement: Measurement,
+        labels: MeasurementLabels,
+        took: Duration,
     },
     Shutdown,
     /// Leave at once, closing nothing (tests: as close to `kill -9` as a thread gets).
@@ -236,13 +239,22 @@ impl Worker {
         let tx = self.tx.clone();
         let id = req.measurement_id.clone();
         tracing::debug!(measurement_id = %id, check = %req.check.name, purpose = ?req.purpose, "measuring");
+        // The verdict is the engine's judgement, filled in when the measurement ends.
+        let check = req.check.clone();
+        let mut labels = MeasurementLabels {
+            check: req.check.name.clone(),
+            source: req.check.source().to_string(),
+            purpose: format!("{:?}", req.purpose),
+            verdict: String::new(),
+        };
+        let started = Instant::now();
         if health::answered_by_provider(&req.check) {
             let providers = self.providers.clone();
             let default = self.measurements.default_provider.clone();
             let timeout = Duration::from_secs(req.check.timeout().max(1));
             rt.spawn(async move {
                 let work = tokio::task::spawn_blocking(move || {
-                    provider_measure(&providers, &default, &req)
+                    provider_measure(&providers, &default, &req, timeout)
                 });
                 let measurement = match tokio::time::timeout(timeout + health::MARGIN, work).await {
                     Ok(Ok(m)) => m,
@@ -252,13 +264,27 @@ impl Worker {
                         timeout.as_secs()
                     )),
                 };
-                let _ = tx.send(Msg::Measured { id, measurement });
+                let took = started.elapsed();
+                labels.verdict = format!("{:?}", check.judge(&measurement).verdict);
+                let _ = tx.send(Msg::Measured {
+                    id,
+                    measurement,
+                    labels,
+                    took,
+                });
             });
         } else {
             let checker = self.measurements.checker.clone();
             rt.spawn(async move {
                 let measurement = checker.measure(&req).await;
-                let _ = tx.send(Msg::Measured { id, measurement });
+                let took = started.elapsed();
+                labels.verdict = format!("{:?}", check.judge(&measurement).verdict);
+                let _ = tx.send(Msg::Measured {
+                    id,
+                    measurement,
+                    labels,
+                    took,
+                });
             });
         }
     }
@@ -272,9 +298,16 @@ impl Worker {
         }
     }
 
-    fn on_measured(&mut self, id: String, m: Measurement) {
+    fn on_measured(
+        &mut self,
+        id: String,
+        m: Measurement,
+        labels: MeasurementLabels,
+        took: Duration,
+    ) {
         self.measurements.in_flight.remove(&id);
-        tracing::debug!(measurement_id = %id, verdict = ?m.verdict, "measured");
+        tracing::debug!(measurement_id = %id, verdict = ?m.verdict, took_ms = took.as_millis() as u64, "measured");
+        self.engine.metrics().measured(labels, took);
         self.deliver(Observation::CheckMeasured {
             measurement_id: id,
             values: m.values,
@@ -440,7 +473,12 @@ impl Worker {
             Msg::Polled { id, result } => self.lifecycle.polled(&id, result, now),
             Msg::Described { id, result } => self.lifecycle.described(&id, result, now),
             Msg::Refreshed { member, result } => self.on_refreshed(member, result),
-            Msg::Measured { id, measurement } => self.on_measured(id, measurement),
+            Msg::Measured {
+                id,
+                measurement,
+                labels,
+                took,
+            } => self.on_measured(id, measurement, labels, took),
             Msg::Run(_) | Msg::Shutdown | Msg::Abandon => {}
         }
         self.drive();
@@ -490,7 +528,12 @@ fn measurement_error(message: String) -> Measurement {
 /// (blocking): a pre-flight asks [`Provider::preflight`], any other [`Provider::health`]. Over
 /// several members (a gate), the worst verdict wins (`Fail`, then `Error`, then
 /// `Inconclusive`), with the message of the first member that gave it.
-fn provider_measure(providers: &Providers, default: &str, req: &CheckRequest) -> Measurement {
+fn provider_measure(
+    providers: &Providers,
+    default: &str,
+    req: &CheckRequest,
+    timeout: Duration,
+) -> Measurement {
     if req.members.is_empty() {
         return measurement_error("the check is about no member".to_string());
     }
@@ -514,9 +557,9 @@ fn provider_measure(providers: &Providers, default: &str, req: &CheckRequest) ->
                 m.name
             )),
             Some(p) if req.purpose == CheckPurpose::Preflight => {
-                p.preflight(&target, req.upgrade.as_ref())
+                p.preflight(&target, req.upgrade.as_ref(), timeout)
             }
-            Some(p) => p.health(&target),
+            Some(p) => p.health(&target, timeout),
         };
         if worst
             .as_ref()

@@ -329,21 +329,52 @@ pub trait Provider: Send + Sync {
         ))
     }
     /// The provider's own pre-flight of a member (the strategy's `preflight` check, source
-    /// `provider: {}`): may `upgrade` start on `cluster` now? One measurement; blocking like the
-    /// other calls. By default a provider has none: an `Error`, never a pass.
+    /// `provider: {}`): may `upgrade` start on `cluster` now? One measurement, taken within
+    /// `timeout` (the check's); blocking like the other calls. By default a provider has none:
+    /// an `Error`, never a pass.
     fn preflight(
         &self,
         cluster: &ClusterTarget,
         upgrade: Option<&waverun_core::UpgradeOperation>,
+        timeout: std::time::Duration,
     ) -> Measurement {
-        let _ = (cluster, upgrade);
+        let _ = (cluster, upgrade, timeout);
         measurement_error(format!("provider {} has no pre-flight check", self.name()))
     }
     /// The provider's own health check of a member (a check whose source is `provider: {}`,
-    /// after an upgrade or at a gate). One measurement; blocking. By default an `Error`.
-    fn health(&self, cluster: &ClusterTarget) -> Measurement {
-        let _ = cluster;
+    /// after an upgrade or at a gate), taken within `timeout`. One measurement; blocking. By
+    /// default an `Error`.
+    fn health(&self, cluster: &ClusterTarget, timeout: std::time::Duration) -> Measurement {
+        let _ = (cluster, timeout);
         measurement_error(format!("provider {} has no health check", self.name()))
+    }
+}
+
+/// The pre-flight any provider can answer from `describe`: a cluster that is stopped, or busy
+/// with another operation, may not start an upgrade now (`Fail`, saying which); otherwise it
+/// may (`Pass`).
+pub fn preflight_of(member: &str, d: &Described) -> Measurement {
+    let (verdict, message) = if d.busy {
+        (
+            Verdict::Fail,
+            format!("{member}: another operation is in progress"),
+        )
+    } else if d
+        .power_state
+        .as_deref()
+        .is_some_and(|p| p.eq_ignore_ascii_case("stopped"))
+    {
+        (Verdict::Fail, format!("{member}: the cluster is stopped"))
+    } else {
+        (
+            Verdict::Pass,
+            format!("{member}: running Kubernetes {}", d.kubernetes_version),
+        )
+    };
+    Measurement {
+        values: None,
+        verdict: Some(verdict),
+        message: Some(message),
     }
 }
 

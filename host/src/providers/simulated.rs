@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use waverun_core::health::{Measurement, Verdict};
+use waverun_core::health::Measurement;
 use waverun_core::sim::{Behavior, ScenarioMember};
 use waverun_core::{Maintenance, NodePool, PoolImage};
 
@@ -205,37 +205,9 @@ impl SimulatedProvider {
 
     /// The provider's checks: describe the cluster; it passes unless it is busy or stopped.
     fn judge(&self, target: &ClusterTarget, what: &str) -> Measurement {
-        let d = match self.describe(target) {
-            Ok(d) => d,
-            Err(e) => return measurement_error(format!("simulated {what}: {e}")),
-        };
-        let (verdict, message) = if d.busy {
-            (
-                Verdict::Fail,
-                format!("{}: an upgrade is in progress", target.member),
-            )
-        } else if d
-            .power_state
-            .as_deref()
-            .is_some_and(|p| p.eq_ignore_ascii_case("stopped"))
-        {
-            (
-                Verdict::Fail,
-                format!("{}: the cluster is stopped", target.member),
-            )
-        } else {
-            (
-                Verdict::Pass,
-                format!(
-                    "{}: running Kubernetes {}",
-                    target.member, d.kubernetes_version
-                ),
-            )
-        };
-        Measurement {
-            values: None,
-            verdict: Some(verdict),
-            message: Some(message),
+        match self.describe(target) {
+            Ok(d) => super::preflight_of(&target.member, &d),
+            Err(e) => measurement_error(format!("simulated {what}: {e}")),
         }
     }
 
@@ -271,13 +243,14 @@ impl Provider for SimulatedProvider {
         &self,
         target: &ClusterTarget,
         upgrade: Option<&waverun_core::UpgradeOperation>,
+        _timeout: std::time::Duration,
     ) -> Measurement {
         let _ = upgrade;
         self.judge(target, "pre-flight")
     }
 
     /// Passes unless the cluster is busy with an upgrade (or stopped).
-    fn health(&self, target: &ClusterTarget) -> Measurement {
+    fn health(&self, target: &ClusterTarget, _timeout: std::time::Duration) -> Measurement {
         self.judge(target, "health")
     }
 
