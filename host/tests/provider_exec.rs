@@ -976,3 +976,155 @@ fn an_uncertain_start_without_trace_is_sent_again_under_the_same_key_after_the_g
     assert_eq!(starts[0]["idempotencyKey"], "r1/a");
     assert_eq!(starts[1]["idempotencyKey"], "r1/a");
 }
+
+/// Writes the fake platform's clusters (`clusters.json`): `(id, powerState, health)`.
+fn clusters(f: &Fixture, list: &[(&str, &str, &str)]) {
+    let mut clusters = serde_json::Map::new();
+    for (id, power, health) in list {
+        clusters.insert(
+            id.to_string(),
+            json!({"region": "westeurope", "version": "1.33.2", "powerState": power,
+                   "health": health, "healthMessage": format!("{id}: {health} by its own probe"),
+                   "nodePools": [{"name": "system", "os": "Linux",
+                                  "nodeImage": {"version": "AKSUbuntu-2204-202611.01.0"}}]}),
+        );
+    }
+    let state = json!({"clusters": clusters, "operations": {}});
+    std::fs::write(f.path("clusters.json"), state.to_string()).unwrap();
+}
+
+/// An upgrade to `version`, as the engine asks a pre-flight about it.
+fn upgrade_to(member: &str, version: &str) -> waverun_core::UpgradeOperation {
+    waverun_core::UpgradeOperation {
+        operation_id: format!("r1/{member}"),
+        run: "r1".to_string(),
+        member: member.to_string(),
+        region: "westeurope".to_string(),
+        provider: None,
+        upgrade_type: UpgradeType::ControlPlaneOnly,
+        kubernetes_version: Some(version.to_string()),
+        node_images: Vec::new(),
+    }
+}
+
+const CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[test]
+fn preflight_fails_a_stopped_or_busy_cluster_from_describe_and_asks_check_for_the_rest() {
+    use waverun_core::health::Verdict;
+    let f = Fixture::new();
+    clusters(
+        &f,
+        &[
+            ("ok", "Running", "Pass"),
+            ("off", "Stopped", "Pass"),
+            ("sick", "Running", "Fail"),
+        ],
+    );
+    let p = ExecProvider::start(f.fake_config(&[])).unwrap();
+    let pre = |id: &str, version: &str| {
+        p.preflight(&cluster(id), Some(&upgrade_to(id, version)), CHECK_TIMEOUT)
+    };
+
+    let ok = pre("ok", "1.34.1");
+    assert_eq!(ok.verdict, Some(Verdict::Pass), "{ok:?}");
+    // The check's values come back as samples.
+    let values = ok.values.clone().unwrap();
+    assert_eq!(
+        (values[0].labels.as_str(), values[0].value.as_str()),
+        ("cluster=\"ok\"", "1.33.2")
+    );
+    // A stopped cluster fails on describe's answer; check is not asked.
+    let before = f.operations().len();
+    let off = pre("off", "1.34.1");
+    assert_eq!(off.verdict, Some(Verdict::Fail), "{off:?}");
+    assert!(off.message.unwrap().contains("off: the cluster is stopped"));
+    assert_eq!(f.operations()[before..], ["describe"]);
+    // A target the region does not offer fails in the command's own words.
+    let far = pre("ok", "1.36.0");
+    assert_eq!(far.verdict, Some(Verdict::Fail), "{far:?}");
+    assert!(
+        far.message
+            .unwrap()
+            .contains("Kubernetes 1.36.0 is not available in westeurope"),
+        "the command's message"
+    );
+    // The request said what the pre-flight is about.
+    let asked = params_of(&f, "check");
+    assert_eq!(
+        asked.last().unwrap(),
+        &json!({"purpose": "preflight",
+                "upgrade": {"type": "ControlPlaneOnly", "controlPlane": {"version": "1.36.0"}}})
+    );
+    // A busy cluster (an upgrade running) fails on describe's answer.
+    p.start_upgrade(&cluster("ok"), &to_134("k1")).unwrap();
+    let busy = pre("ok", "1.34.1");
+    assert_eq!(busy.verdict, Some(Verdict::Fail), "{busy:?}");
+    assert!(busy
+        .message
+        .unwrap()
+        .contains("another operation is in progress"));
+
+    // Health is check's answer alone: the cluster's own verdict and message.
+    let sick = p.health(&cluster("sick"), CHECK_TIMEOUT);
+    assert_eq!(sick.verdict, Some(Verdict::Fail), "{sick:?}");
+    assert_eq!(
+        sick.message.as_deref(),
+        Some("fake: sick: Fail by its own probe")
+    );
+    assert_eq!(
+        params_of(&f, "check").last().unwrap(),
+        &json!({"purpose": "health"})
+    );
+}
+
+#[test]
+fn a_command_without_check_has_describe_s_preflight_and_no_health_check() {
+    use waverun_core::health::Verdict;
+    let f = Fixture::new();
+    clusters(
+        &f,
+        &[("sick", "Running", "Fail"), ("off", "Stopped", "Pass")],
+    );
+    let caps =
+        json!({"operations": ["capabilities", "describe", "start-upgrade", "get-operation"]});
+    let p =
+        ExecProvider::start(f.fake_config(&[("FAKE_CAPABILITIES", &caps.to_string())])).unwrap();
+    // Without `check`, the cluster's own verdict is never asked: describe says it runs.
+    let pre = p.preflight(&cluster("sick"), None, CHECK_TIMEOUT);
+    assert_eq!(pre.verdict, Some(Verdict::Pass), "{pre:?}");
+    let off = p.preflight(&cluster("off"), None, CHECK_TIMEOUT);
+    assert_eq!(off.verdict, Some(Verdict::Fail), "{off:?}");
+    // No health check: an error naming the missing operation, never a pass.
+    let h = p.health(&cluster("sick"), CHECK_TIMEOUT);
+    assert_eq!(h.verdict, Some(Verdict::Error), "{h:?}");
+    assert!(h.message.unwrap().contains("do not list \"check\""));
+    assert!(!f.operations().contains(&"check".to_string()));
+}
+
+#[test]
+fn a_check_answer_without_a_verdict_or_past_its_timeout_is_an_error_never_a_pass() {
+    use waverun_core::health::Verdict;
+    let f = Fixture::new();
+    clusters(
+        &f,
+        &[("odd", "Running", "Maybe"), ("slow", "Running", "Pass")],
+    );
+    let p = ExecProvider::start(f.fake_config(&[])).unwrap();
+    let odd = p.health(&cluster("odd"), CHECK_TIMEOUT);
+    assert_eq!(odd.verdict, Some(Verdict::Error), "{odd:?}");
+    assert_eq!(
+        odd.message.as_deref(),
+        Some("fake: check: result.verdict: \"Maybe\" is not Pass, Fail or Inconclusive")
+    );
+    // Every call takes 2 s; the check allows one.
+    let inflight = f.path("inflight");
+    let slow = ExecProvider::start(f.fake_config(&[
+        ("FAKE_CALL_SECONDS", "2"),
+        ("FAKE_INFLIGHT_DIR", inflight.to_str().unwrap()),
+    ]))
+    .unwrap();
+    let late = slow.health(&cluster("slow"), Duration::from_secs(1));
+    assert_eq!(late.verdict, Some(Verdict::Error), "{late:?}");
+    assert!(late.message.unwrap().contains("no answer within 1 s"));
+}

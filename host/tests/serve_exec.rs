@@ -1,7 +1,9 @@
 //! The daemon driving clusters through the exec provider, end to end: real child processes
 //! (`tests/exec/fake-cluster.py`) behind a real HTTP server on loopback, with a real data
 //! directory. Members come from config and from `PUT /members`, releases from `list-releases`;
-//! a run upgrades every member exactly once and the fake platform ends at the target.
+//! a run upgrades every member exactly once and the fake platform ends at the target. Stopped
+//! clusters meet each pre-flight policy: one fails its member, one is skipped, one waits until
+//! the platform says it runs again.
 
 mod http_support;
 mod runtime_support;
@@ -21,11 +23,22 @@ fn config_yaml(dir: &std::path::Path) -> String {
 /// [`config_yaml`] with more of the fake platform's environment (`env`: YAML lines at the
 /// provider's `env` indentation) and another observation interval.
 fn config_yaml_with(dir: &std::path::Path, env: &str, observe_seconds: u64) -> String {
-    let members: Vec<MemberBinding> = vec![
-        binding("a", "canary"),
-        binding("b", "canary"),
-        binding("c", "rest"),
-    ];
+    config_yaml_of(
+        dir,
+        env,
+        observe_seconds,
+        &[("a", "canary"), ("b", "canary"), ("c", "rest")],
+    )
+}
+
+/// [`config_yaml_with`] with other members: `(name, group)`.
+fn config_yaml_of(
+    dir: &std::path::Path,
+    env: &str,
+    observe_seconds: u64,
+    members: &[(&str, &str)],
+) -> String {
+    let members: Vec<MemberBinding> = members.iter().map(|(n, g)| binding(n, g)).collect();
     format!(
         r#"
 providers:
@@ -135,9 +148,7 @@ fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
     assert_eq!(done["status"]["state"], "Completed", "{done:#}");
 
     // The fake platform: one operation per member, every cluster at the target.
-    let state: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("clusters.json")).unwrap())
-            .unwrap();
+    let state = platform(dir.path());
     let mut per_cluster: BTreeMap<String, u32> = BTreeMap::new();
     for op in state["operations"].as_object().unwrap().values() {
         *per_cluster
@@ -170,25 +181,9 @@ fn a_run_upgrades_exec_members_once_each_and_the_platform_ends_at_the_target() {
     // observation.
     let window = json!({"kubernetes": {"schedule": {"weekly": {"intervalWeeks": 1, "dayOfWeek": "Saturday"}},
                                        "durationHours": 6, "startTime": "02:00"}});
-    {
-        // Under the fake platform's own lock: it rewrites the file on every call.
-        use std::io::{Read, Seek, Write};
-        use std::os::unix::io::AsRawFd;
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(dir.path().join("clusters.json"))
-            .unwrap();
-        // SAFETY: flock(2) on a descriptor this test owns.
-        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
-        let mut text = String::new();
-        f.read_to_string(&mut text).unwrap();
-        let mut state: Value = serde_json::from_str(&text).unwrap();
+    edit_platform(dir.path(), |state| {
         state["clusters"]["a"]["maintenance"] = window.clone();
-        f.set_len(0).unwrap();
-        f.rewind().unwrap();
-        f.write_all(state.to_string().as_bytes()).unwrap();
-    } // closing the file releases the lock
+    });
     eventually(30, "the member's window to be observed", || {
         let v = api.get("/members/a", None).body;
         (v["properties"]["status"]["maintenance"] == window).then_some(())
@@ -300,4 +295,176 @@ fn create_and_start(api: &Client, run: &Value) {
     assert_eq!(r.status, 201, "{}", r.body);
     let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// Starts a daemon over the fake platform with `members`, its clusters as `clusters.json`
+/// already says; waits until every member is known.
+fn daemon_of(dir: &std::path::Path, members: &[(&str, &str)]) -> (Server, Client) {
+    let config_file = dir.join("waverun.yaml");
+    std::fs::write(&config_file, config_yaml_of(dir, "", 1, members)).unwrap();
+    let mut config = ServeConfig::resolve(Some(&config_file), Default::default()).unwrap();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.join("data");
+    config.module_cache = Some(shared_cache());
+    let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
+    let api = Client::new(&format!("http://{}/api/v1/fleets/default", server.addr()));
+    eventually(30, "the configured members", || {
+        let v = api.get("/members", None).body["value"].clone();
+        (v.as_array()?.len() == members.len()).then_some(())
+    });
+    (server, api)
+}
+
+/// The fake platform's state file, read under the lock it takes (it truncates, then writes).
+fn platform(dir: &std::path::Path) -> Value {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut f = std::fs::File::open(dir.join("clusters.json")).unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns; released when `f` closes.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) }, 0);
+    let mut text = String::new();
+    f.read_to_string(&mut text).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Changes the fake platform's state file under the lock it takes (flock), so that neither
+/// side loses the other's change (it rewrites the file on every call).
+fn edit_platform(dir: &std::path::Path, change: impl FnOnce(&mut Value)) {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join("clusters.json"))
+        .unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns; released when `f` closes.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let mut text = String::new();
+    f.read_to_string(&mut text).unwrap();
+    let mut v: Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| json!({"clusters": {}, "operations": {}}));
+    change(&mut v);
+    f.set_len(0).unwrap();
+    f.rewind().unwrap();
+    f.write_all(v.to_string().as_bytes()).unwrap();
+}
+
+/// Sets a cluster's `powerState` on the fake platform.
+fn power(dir: &std::path::Path, cluster: &str, state: &str) {
+    edit_platform(dir, |v| {
+        v["clusters"][cluster] = json!({
+            "region": "eastus", "version": "1.33.2", "powerState": state,
+            "nodePools": [{"name": "system", "os": "Linux",
+                           "nodeImage": {"version": "AKSUbuntu-2204-202611.01.0"}}],
+        });
+    });
+}
+
+#[test]
+fn stopped_clusters_fail_are_skipped_or_wait_by_their_groups_preflight_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    for (cluster, state) in [
+        ("f1", "Stopped"),
+        ("f2", "Running"),
+        ("s1", "Stopped"),
+        ("s2", "Running"),
+        ("w1", "Stopped"),
+    ] {
+        power(dir.path(), cluster, state);
+    }
+    let (server, api) = daemon_of(
+        dir.path(),
+        &[
+            ("f1", "strict"),
+            ("f2", "strict"),
+            ("s1", "lenient"),
+            ("s2", "lenient"),
+            ("w1", "patient"),
+        ],
+    );
+    let run = json!({"properties": {
+        "strategy": {"stages": [{"name": "all", "maxAllowedFailures": "1", "groups": [
+            {"name": "strict", "maxAllowedFailures": "1", "onPreflightFailure": "Fail"},
+            {"name": "lenient", "onPreflightFailure": "Skip"},
+            {"name": "patient", "onPreflightFailure": "Wait",
+             "preflight": {"retryIntervalSeconds": 1, "maxWaitSeconds": 600}},
+        ]}]},
+        "managedClusterUpdate": {"upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.34.1"}},
+    }});
+    create_and_start(&api, &run);
+
+    // w1 waits on its pre-flight, saying why and until when, while the others are decided.
+    let s = eventually(
+        60,
+        "w1 to wait on its pre-flight and the others to end",
+        || {
+            let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+            let ended = ["f1", "f2", "s1", "s2"].iter().all(|m| {
+                matches!(
+                    member(&s, m)["status"]["state"].as_str(),
+                    Some("Completed" | "Failed" | "Skipped")
+                )
+            });
+            (ended && member(&s, "w1")["waitingOn"]["reason"] == "Preflight").then_some(s)
+        },
+    );
+    let f1 = member(&s, "f1");
+    assert_eq!(f1["status"]["state"], "Failed", "{f1:#}");
+    assert_eq!(f1["status"]["error"]["code"], "PreflightFailed", "{f1:#}");
+    assert!(
+        f1["status"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("f1: the cluster is stopped"),
+        "{f1:#}"
+    );
+    let s1 = member(&s, "s1");
+    assert_eq!(s1["status"]["state"], "Skipped", "{s1:#}");
+    assert!(
+        s1["message"]
+            .as_str()
+            .unwrap()
+            .contains("s1: the cluster is stopped"),
+        "{s1:#}"
+    );
+    for m in ["f2", "s2"] {
+        assert_eq!(member(&s, m)["status"]["state"], "Completed", "{m}");
+    }
+    let w1 = member(&s, "w1");
+    assert_eq!(w1["status"]["state"], "Pending", "{w1:#}");
+    assert!(w1["waitingOn"]["until"].is_string(), "{w1:#}");
+    assert!(
+        w1["waitingOn"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("w1: the cluster is stopped"),
+        "{w1:#}"
+    );
+    // Neither the failed nor the skipped cluster was ever asked to upgrade.
+    let state = platform(dir.path());
+    let started: Vec<&str> = state["operations"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|o| o["cluster"].as_str().unwrap())
+        .collect();
+    assert!(
+        !started.contains(&"f1") && !started.contains(&"s1") && !started.contains(&"w1"),
+        "{started:?}"
+    );
+
+    // The platform runs w1 again: its next pre-flight passes and it is upgraded.
+    power(dir.path(), "w1", "Running");
+    let done = eventually(90, "the run to end", || {
+        let s = api.get("/updateRuns/r1", None).body["properties"]["status"].clone();
+        let state = s["status"]["state"].as_str()?.to_string();
+        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some(s)
+    });
+    assert_eq!(done["status"]["state"], "Completed", "{done:#}");
+    assert_eq!(member(&done, "w1")["status"]["state"], "Completed");
+    assert_eq!(member(&done, "f1")["status"]["state"], "Failed");
+    assert_eq!(member(&done, "s1")["status"]["state"], "Skipped");
+    server.shutdown().unwrap();
 }

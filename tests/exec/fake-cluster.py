@@ -31,10 +31,16 @@ Misbehaviours, each counted in the state file (so that it happens the given numb
                               (`retryAfterSeconds: 1`), not counted
 
 The state file: {"clusters": {ID: {"region", "version", "nodePools": [{"name", "os",
-"nodeImage": {"version"}}], "maintenance"?, "labels"?}}, "operations": {KEY: {...}}}
+"nodeImage": {"version"}}], "maintenance"?, "labels"?, "powerState"?, "health"?,
+"healthMessage"?}}, "operations": {KEY: {...}}}
 (`maintenance` in waverun's form, `{"kubernetes": {"schedule": ..., "durationHours": ...,
 "startTime": ...}}`). Clusters not in the file are
 created on first describe at 1.33.2 in the request's region.
+
+`check` (waverun's optional operation, listed in `capabilities`): a stopped or busy cluster
+fails; a pre-flight whose upgrade targets a Kubernetes version `list-releases` does not offer
+fails; otherwise the cluster's `health` (Pass, Fail or Inconclusive; default Pass) with its
+`healthMessage`, and one value, the cluster's version.
 """
 import fcntl
 import json
@@ -138,6 +144,34 @@ def settle(state, now):
             op["finishedAt"] = now
 
 
+def releases():
+    default = {"kubernetesVersions": [{"version": "1.33.2"}, {"version": "1.34.1"},
+                                      {"version": "1.35.0", "preview": True}],
+               "nodeImages": [{"family": "AKSUbuntu-2204", "version": "AKSUbuntu-2204-202611.01.0"},
+                              {"family": "AKSUbuntu-2204", "version": "AKSUbuntu-2204-202612.01.0"}],
+               "ttlSeconds": 3600}
+    return json.loads(os.environ.get("FAKE_RELEASES", "null")) or default
+
+
+def check(cid, cluster, busy, params):
+    """The `check` operation's verdict on one cluster."""
+    if cluster.get("powerState", "Running") == "Stopped":
+        return {"verdict": "Fail", "message": cid + ": the cluster is stopped"}
+    if busy:
+        return {"verdict": "Fail", "message": cid + ": an upgrade is running"}
+    target = params.get("upgrade", {}).get("controlPlane", {}).get("version")
+    if params.get("purpose") == "preflight" and target:
+        offered = [v["version"] for v in releases()["kubernetesVersions"]]
+        if target not in offered:
+            return {"verdict": "Fail",
+                    "message": "%s: Kubernetes %s is not available in %s"
+                    % (cid, target, cluster["region"])}
+    verdict = cluster.get("health", "Pass")
+    return {"verdict": verdict,
+            "message": cluster.get("healthMessage", "%s: %s" % (cid, verdict.lower())),
+            "values": [{"labels": 'cluster="%s"' % cid, "value": cluster["version"]}]}
+
+
 def main():
     operation = sys.argv[-1]
     req = json.load(sys.stdin)
@@ -160,7 +194,7 @@ def serve(req, operation):
         caps = {"provider": {"name": "fake-cluster", "version": "1.0.0"},
                 "apiVersions": [API],
                 "operations": ["capabilities", "describe", "list-releases",
-                               "start-upgrade", "get-operation"],
+                               "start-upgrade", "get-operation", "check"],
                 "upgradeTypes": ["Full", "ControlPlaneOnly", "NodeImageOnly"],
                 "features": ["node-image-pinning"], "maxConcurrency": 100}
         for k, v in json.loads(os.environ.get("FAKE_CAPABILITIES", "{}")).items():
@@ -170,12 +204,7 @@ def serve(req, operation):
                 caps[k] = v
         respond(req, caps)
     if operation == "list-releases":
-        default = {"kubernetesVersions": [{"version": "1.33.2"}, {"version": "1.34.1"},
-                                          {"version": "1.35.0", "preview": True}],
-                   "nodeImages": [{"family": "AKSUbuntu-2204", "version": "AKSUbuntu-2204-202611.01.0"},
-                                  {"family": "AKSUbuntu-2204", "version": "AKSUbuntu-2204-202612.01.0"}],
-                   "ttlSeconds": 3600}
-        respond(req, json.loads(os.environ.get("FAKE_RELEASES", "null")) or default)
+        respond(req, releases())
     path = os.environ["FAKE_CLUSTER_STATE"]
     with open(path, "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -199,7 +228,7 @@ def serve(req, operation):
         if operation == "describe":
             result = {"controlPlane": {"version": cluster["version"]},
                       "nodePools": cluster["nodePools"], "region": cluster["region"],
-                      "powerState": "Running", "busy": busy}
+                      "powerState": cluster.get("powerState", "Running"), "busy": busy}
             for key in ("maintenance", "labels"):
                 if key in cluster:
                     result[key] = cluster[key]
@@ -242,6 +271,8 @@ def serve(req, operation):
                     crash()
             result = {"operationId": op["operationId"], "state": op["state"],
                       "alreadyAtTarget": op["alreadyAtTarget"], "pollAfterSeconds": 1}
+        elif operation == "check":
+            result = check(cid, cluster, busy, params)
         elif operation == "get-operation":
             codes = list(filter(None, os.environ.get("FAKE_GET_OPERATION_ERRORS", "").split(",")))
             n = count(state, "getOperationCalls")

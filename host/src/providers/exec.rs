@@ -20,7 +20,15 @@
 //! does not support or a node image pin without `node-image-pinning` is refused as
 //! `Unsupported` without running the command; at most `maxConcurrency` calls run at once. At
 //! most one mutating call is in flight per cluster.
+//!
+//! Checks: the pre-flight of a member is `describe`'s (stopped or busy fails), then, when the
+//! command lists the optional `check` operation, its answer; health checks (`provider: {}`)
+//! are `check`'s alone. `check` is read-only: `params: {purpose: "preflight" | "health",
+//! upgrade?: {type, controlPlane?, nodePools?}}` → `result: {verdict: Pass | Fail |
+//! Inconclusive, message?, values?: [{labels?, value}]}`; a failure, a timeout or a result
+//! without a verdict is an `Error` measurement, never a pass.
 
+use super::{measurement_error, preflight_of};
 use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
 use super::{ProviderError, ProviderErrorCode, Release, Releases, Started, UpgradeRequest};
 use serde::Deserialize;
@@ -35,6 +43,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+use waverun_core::health::{Measurement, Sample, Verdict};
 use waverun_core::{Maintenance, NodePool, OsType};
 
 /// The protocol version this daemon speaks (the newest, when it speaks several).
@@ -46,6 +55,10 @@ const SPOKEN: &[&str] = &[API_VERSION];
 
 /// The operations the daemon cannot work without.
 const REQUIRED_OPERATIONS: [&str; 3] = ["describe", "start-upgrade", "get-operation"];
+
+/// The optional operation (waverun's addition to the protocol, negotiated by `capabilities`)
+/// that answers a member's pre-flight and health checks.
+const CHECK: &str = "check";
 
 /// The feature a provider declares when it installs the node image version it is given
 /// (`nodeImage: {version}`) rather than only the latest one.
@@ -487,6 +500,36 @@ impl ExecProvider {
             return Err(CallError::Protocol("stdout could not be read".to_string()));
         }
         Ok((status, out.stdout, out.stderr))
+    }
+
+    /// Whether `capabilities` listed the optional `check` operation.
+    fn checks(&self) -> bool {
+        self.caps
+            .operations
+            .as_ref()
+            .is_some_and(|ops| ops.contains(CHECK))
+    }
+
+    /// One `check` call for `purpose`, as a measurement.
+    fn check(
+        &self,
+        cluster: &ClusterTarget,
+        purpose: &str,
+        upgrade: Option<&waverun_core::UpgradeOperation>,
+        timeout: Duration,
+    ) -> Measurement {
+        let mut params = json!({ "purpose": purpose });
+        if let Some(u) = upgrade {
+            params["upgrade"] = upgrade_params(
+                u.upgrade_type,
+                u.kubernetes_version.as_deref(),
+                &u.node_images,
+            );
+        }
+        match self.call(CHECK, Some(cluster), params, timeout) {
+            Ok(r) => check_measurement(&self.config.name, &r),
+            Err(e) => measurement_error(self.failure(CHECK, e).message),
+        }
     }
 
     fn failure(&self, operation: &str, e: CallError) -> ProviderError {
@@ -1063,6 +1106,77 @@ pub(crate) fn private(dir: &std::path::Path) {
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
 }
 
+/// An upgrade as `start-upgrade` and `check` take it: `{type, controlPlane?: {version},
+/// nodePools?: [{name, nodeImage: {version}}]}`.
+fn upgrade_params(
+    upgrade_type: waverun_core::UpgradeType,
+    control_plane: Option<&str>,
+    node_images: &[waverun_core::PoolImage],
+) -> Value {
+    let mut params = json!({ "type": upgrade_type });
+    if let Some(v) = control_plane {
+        params["controlPlane"] = json!({ "version": v });
+    }
+    if !node_images.is_empty() {
+        params["nodePools"] = node_images
+            .iter()
+            .map(|i| json!({"name": i.node_pool, "nodeImage": {"version": i.image_version}}))
+            .collect();
+    }
+    params
+}
+
+/// `check`'s result as a measurement: its verdict, message and values, or an `Error` naming
+/// what is wrong with it.
+fn check_measurement(name: &str, r: &Value) -> Measurement {
+    let bad = |why: String| measurement_error(format!("{name}: check: result.{why}"));
+    let Some(o) = r.as_object() else {
+        return bad(" is not an object".to_string());
+    };
+    let verdict = match o.get("verdict").and_then(Value::as_str) {
+        Some("Pass") => Verdict::Pass,
+        Some("Fail") => Verdict::Fail,
+        Some("Inconclusive") => Verdict::Inconclusive,
+        Some(other) => {
+            return bad(format!(
+                "verdict: {other:?} is not Pass, Fail or Inconclusive"
+            ))
+        }
+        None => return bad("verdict: is required (Pass, Fail or Inconclusive)".to_string()),
+    };
+    let values = match o.get("values") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, v) in items.iter().enumerate() {
+                let value = match v.get("value") {
+                    Some(Value::String(t)) => t.clone(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    _ => {
+                        return bad(format!(
+                            "values[{i}].value: is required (a number or a string)"
+                        ))
+                    }
+                };
+                let labels = text_at(v.as_object().unwrap_or(&Map::new()), "labels")
+                    .unwrap_or_default()
+                    .to_string();
+                out.push(Sample { labels, value });
+            }
+            Some(out)
+        }
+        Some(_) => return bad("values: is not a list".to_string()),
+    };
+    Measurement {
+        values,
+        verdict: Some(verdict),
+        message: Some(match text_at(o, "message") {
+            Some(m) => format!("{name}: {m}"),
+            None => format!("{name}: check: {verdict:?}"),
+        }),
+    }
+}
+
 fn phase_named(s: &str) -> OperationPhase {
     match s {
         "Pending" => OperationPhase::Pending,
@@ -1166,7 +1280,7 @@ impl Provider for ExecProvider {
             node_pools,
             region,
             busy: o.get("busy").and_then(Value::as_bool).unwrap_or(false),
-            power_state: None,
+            power_state: text_at(o, "powerState").map(str::to_string),
             maintenance,
             labels,
         })
@@ -1200,20 +1314,12 @@ impl Provider for ExecProvider {
                 ));
             }
         }
-        let mut params = json!({
-            "idempotencyKey": request.idempotency_key,
-            "type": upgrade_type,
-        });
-        if let Some(v) = &request.control_plane {
-            params["controlPlane"] = json!({ "version": v });
-        }
-        if !request.node_images.is_empty() {
-            params["nodePools"] = request
-                .node_images
-                .iter()
-                .map(|i| json!({"name": i.node_pool, "nodeImage": {"version": i.image_version}}))
-                .collect();
-        }
+        let mut params = upgrade_params(
+            request.upgrade_type,
+            request.control_plane.as_deref(),
+            &request.node_images,
+        );
+        params["idempotencyKey"] = json!(request.idempotency_key);
         // At most one mutating call in flight per cluster.
         let _mutating = self
             .limits
@@ -1300,6 +1406,43 @@ impl Provider for ExecProvider {
         idempotency_key: &str,
     ) -> Result<OperationReport, ProviderError> {
         self.get_operation_by_id(cluster, idempotency_key, None)
+    }
+
+    /// `describe`'s pre-flight (stopped or busy fails), then `check`'s when the command has it.
+    fn preflight(
+        &self,
+        cluster: &ClusterTarget,
+        upgrade: Option<&waverun_core::UpgradeOperation>,
+        timeout: Duration,
+    ) -> Measurement {
+        let started = Instant::now();
+        let described = match self.describe(cluster) {
+            Ok(d) => preflight_of(&cluster.member, &d),
+            Err(e) => return measurement_error(format!("pre-flight: {e}")),
+        };
+        if described.verdict != Some(Verdict::Pass) || !self.checks() {
+            return described;
+        }
+        let left = timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return measurement_error(format!(
+                "{}: pre-flight: describe took the check's whole timeout ({} s)",
+                self.config.name,
+                timeout.as_secs()
+            ));
+        }
+        self.check(cluster, "preflight", upgrade, left)
+    }
+
+    /// `check`'s answer; a command without `check` has no health check (an `Error`).
+    fn health(&self, cluster: &ClusterTarget, timeout: Duration) -> Measurement {
+        if !self.checks() {
+            return measurement_error(format!(
+                "provider {} has no health check: its capabilities do not list {CHECK:?}",
+                self.config.name
+            ));
+        }
+        self.check(cluster, "health", None, timeout)
     }
 
     fn get_operation_by_id(
