@@ -349,3 +349,100 @@ fn each_aks_error_class_shows_in_the_tree_as_what_the_user_can_act_on() {
     );
     server.shutdown().unwrap();
 }
+
+#[test]
+fn aks_preflight_skips_a_stopped_cluster_waits_out_a_busy_one_and_checks_each_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeArm::start(dir.path(), &seed(0), &["--time-scale", "60"]);
+    let config_file = config_yaml(dir.path(), &fake);
+    let (server, api) = start_daemon(dir.path(), &config_file);
+    eventually(60, "the 12 members", || {
+        let v = api.get("/members?$top=100", None).body["value"].clone();
+        (v.as_array()?.len() == 12).then_some(())
+    });
+    for region in REGIONS {
+        eventually(60, "1.34.1 in every region's catalog", || {
+            let r = api.get(&format!("/releases?region={region}"), None).body;
+            r["kubernetes"].to_string().contains("1.34.1").then_some(())
+        });
+    }
+    // aks-eastus-1 is stopped; AKS itself runs an operation on aks-westeurope-1 for 15 fake
+    // minutes (15 seconds here).
+    fake.inject(&json!([
+        {"kind": "stop", "cluster": "aks-eastus-1"},
+        {"kind": "aksOperation", "cluster": "aks-westeurope-1", "seconds": 900},
+    ]));
+    let run = json!({"properties": {
+        "strategy": {
+            "healthChecks": [{"name": "aks", "provider": {}, "timeoutSeconds": 20}],
+            "stages": [{"name": "all", "maxConcurrency": "12",
+                        "afterMemberChecks": {"checks": ["aks"]},
+                        "groups": [
+                {"name": "eastus", "maxConcurrency": "4", "onPreflightFailure": "Skip"},
+                {"name": "westeurope", "maxConcurrency": "4", "onPreflightFailure": "Wait",
+                 "preflight": {"retryIntervalSeconds": 1, "maxWaitSeconds": 600}},
+                {"name": "japaneast", "maxConcurrency": "4"},
+            ]}],
+        },
+        "managedClusterUpdate": {"upgrade": {"type": "ControlPlaneOnly", "kubernetesVersion": "1.34.1"}},
+    }});
+    let r = api.call("PUT", "/updateRuns/r1", None, &[], Some(&run.to_string()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // The busy cluster waits on its pre-flight, in AKS's words, until its next attempt.
+    let waiting = eventually(
+        60,
+        "aks-westeurope-1 to wait on its failed pre-flight",
+        || {
+            let (_, s) = run_state(&api, "r1")?;
+            let m = member(&s, "aks-westeurope-1").clone();
+            let why = m["waitingOn"]["message"].as_str().unwrap_or_default();
+            (m["waitingOn"]["reason"] == "Preflight"
+                && why.contains("aks-westeurope-1: another operation is in progress"))
+            .then_some(m)
+        },
+    );
+    assert!(waiting["waitingOn"]["until"].is_string(), "{waiting:#}");
+
+    let (state, done) = eventually(240, "the run to end", || {
+        let (state, s) = run_state(&api, "r1")?;
+        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
+    });
+    assert_eq!(state, "Completed", "{done:#}");
+    // The stopped cluster is skipped, saying why; AKS was never asked to upgrade it.
+    let stopped = member(&done, "aks-eastus-1");
+    assert_eq!(stopped["status"]["state"], "Skipped", "{stopped:#}");
+    assert!(
+        stopped["message"]
+            .as_str()
+            .unwrap()
+            .contains("aks-eastus-1 is Stopped (properties.powerState.code)"),
+        "{stopped:#}"
+    );
+    let counts = fake.upgrade_requests();
+    assert!(
+        !counts.contains_key(&cluster_id("aks-eastus-1")),
+        "{counts:#?}"
+    );
+    // Every other cluster is upgraded once, then found healthy by AKS's own account.
+    for (name, _) in clusters().iter().filter(|(n, _)| n != "aks-eastus-1") {
+        let m = member(&done, name);
+        assert_eq!(m["status"]["state"], "Completed", "{m:#}");
+        let checks = m["checks"].as_array().unwrap();
+        let check = checks
+            .iter()
+            .find(|c| c["name"] == "aks")
+            .unwrap_or_else(|| panic!("{m:#}"));
+        assert_eq!(check["verdict"], "Pass", "{m:#}");
+        assert!(
+            check["last"]["message"]
+                .as_str()
+                .is_some_and(|t| t.contains("Succeeded on Kubernetes 1.34.1")),
+            "{m:#}"
+        );
+        assert_eq!(counts[&cluster_id(name)].len(), 1, "{name}: {counts:#?}");
+    }
+    server.shutdown().unwrap();
+}

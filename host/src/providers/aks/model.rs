@@ -11,6 +11,8 @@
 //! - Bodies: [`cluster_upgrade_body`], [`pool_upgrade_body`], [`pool_image_rollback_body`],
 //!   [`force_upgrade_override`], and [`if_match`] for the `If-Match` header.
 //! - [`classify_arm_error`]: an ARM error answer as a [`ProviderError`].
+//! - Checks: [`control_plane_upgrades`] (the cluster's upgrade profile), [`preflight_of`] and
+//!   [`health_of`], a member's pre-flight and health as verdicts.
 //!
 //! # Decisions
 //!
@@ -30,6 +32,14 @@
 //!   `Failed` or `Canceled`. A stopped cluster is not busy; [`AksCluster::power_state`] says it.
 //! * **Maintenance.** See [`maintenance_of`]: each field, and what is done where waverun's window
 //!   cannot say what AKS says.
+//! * **Checks.** The pre-flight fails a stopped cluster (fact 14), a busy one (an operation
+//!   waverun did not start, fact 10) and a target the cluster's upgrade profile does not offer
+//!   (not available in its region, or a skipped minor: fact 6, 11). A `Failed` cluster passes:
+//!   sending the versions again is how AKS retries (fact 15). Health fails a stopped cluster
+//!   and a `Failed` cluster or pool (with its `provisioningError`), and is inconclusive while
+//!   an operation runs. ARM reports no node readiness and nothing before a write about
+//!   deprecated API usage (fact 12 is known only when a PUT is refused): node readiness is
+//!   for a `prometheus` or `exec` check, and the deprecated-API block fails the upgrade.
 //! * **Read-only fields.** [`CLUSTER_READ_ONLY`] and [`POOL_READ_ONLY`] are every property the
 //!   swagger marks `readOnly: true` under `ManagedCluster` and `AgentPool` (following `$ref`,
 //!   `allOf`, arrays and maps), plus ARM's envelope (`id`, `name`, `type`, `systemData`,
@@ -44,6 +54,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::str::FromStr;
 use waverun_core::error::Errors;
+use waverun_core::health::Verdict;
 use waverun_core::version::KubeVersion;
 use waverun_core::window::{
     parse_utc_offset, DateSpan, DayOfWeek, MaintenanceWindow, Schedule, WeekIndex,
@@ -1460,6 +1471,161 @@ pub fn classify(status: u16, detail: Option<&ArmErrorDetail>, raw: &[u8]) -> Pro
 }
 
 // ---------------------------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------------------------
+
+/// The Kubernetes versions a cluster's control plane may be upgraded to now, from its upgrade
+/// profile (`MC/upgradeProfiles/default`: `properties.controlPlaneProfile.upgrades[]`), previews
+/// included: what AKS offers in the cluster's region from its current version.
+pub fn control_plane_upgrades(profile: &Value) -> Result<Vec<String>, ModelError> {
+    let props = req_obj(profile, "", "properties")?;
+    let cp = req_obj(props, "properties", "controlPlaneProfile")?;
+    let base = "properties.controlPlaneProfile";
+    let mut out = Vec::new();
+    if let Some(list) = opt_array(cp, base, "upgrades")? {
+        for (i, u) in list.iter().enumerate() {
+            out.push(
+                req_str(u, &format!("{base}.upgrades[{i}]"), "kubernetesVersion")?.to_string(),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// A check's verdict on a cluster and why, in words a person acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    /// Pass, Fail or Inconclusive.
+    pub verdict: Verdict,
+    /// Why.
+    pub message: String,
+}
+
+fn judged(verdict: Verdict, message: String) -> Judgement {
+    Judgement { verdict, message }
+}
+
+/// May an upgrade of the control plane to `target` (none: node images only) start on `c` now?
+/// `offered` is [`control_plane_upgrades`]'s answer, needed only when `target` is not what the
+/// cluster runs already.
+pub fn preflight_of(c: &AksCluster, target: Option<&str>, offered: &[String]) -> Judgement {
+    if c.power_state == PowerState::Stopped {
+        return judged(
+            Verdict::Fail,
+            format!(
+                "{} is Stopped (properties.powerState.code): AKS runs no operation on a stopped \
+                 cluster",
+                c.name
+            ),
+        );
+    }
+    if c.busy() {
+        let mut what = Vec::new();
+        if !is_terminal_state(&c.provisioning_state) {
+            what.push(format!("the cluster is {}", c.provisioning_state));
+        }
+        for p in c.pools.iter().filter(|p| p.busy()) {
+            what.push(format!("pool {} is {}", p.name, p.provisioning_state));
+        }
+        return judged(
+            Verdict::Fail,
+            format!(
+                "{}: another operation is in progress ({})",
+                c.name,
+                what.join(", ")
+            ),
+        );
+    }
+    if let Some(v) = target.filter(|v| *v != c.current_kubernetes_version) {
+        if !offered.iter().any(|o| o == v) {
+            return judged(
+                Verdict::Fail,
+                format!(
+                    "{}: AKS does not offer Kubernetes {v} to this cluster in {} now (from {}: {})",
+                    c.name,
+                    c.location,
+                    c.current_kubernetes_version,
+                    if offered.is_empty() {
+                        "no upgrades".to_string()
+                    } else {
+                        offered.join(", ")
+                    }
+                ),
+            );
+        }
+    }
+    let mut message = format!(
+        "{}: {}, Kubernetes {}",
+        c.name,
+        power_word(c.power_state),
+        c.current_kubernetes_version
+    );
+    if let Some(v) = target.filter(|v| *v != c.current_kubernetes_version) {
+        message.push_str(&format!("; {v} offered"));
+    }
+    if c.provisioning_state.eq_ignore_ascii_case("Failed") {
+        message.push_str("; its last operation failed (sending the versions again retries it)");
+    }
+    judged(Verdict::Pass, message)
+}
+
+fn power_word(p: PowerState) -> &'static str {
+    match p {
+        PowerState::Running => "Running",
+        PowerState::Stopped => "Stopped",
+        PowerState::Unknown => "power state not reported",
+    }
+}
+
+/// Is `c` healthy as AKS reports it: running, and neither the cluster nor any pool `Failed`?
+/// Inconclusive while an operation runs on it.
+pub fn health_of(c: &AksCluster) -> Judgement {
+    if c.power_state == PowerState::Stopped {
+        return judged(
+            Verdict::Fail,
+            format!("{} is Stopped (properties.powerState.code)", c.name),
+        );
+    }
+    let mut failed = Vec::new();
+    if c.provisioning_state.eq_ignore_ascii_case("Failed") {
+        failed.push(match &c.provisioning_error {
+            Some(e) => format!("the cluster failed: {e}"),
+            None => "the cluster failed".to_string(),
+        });
+    }
+    for p in &c.pools {
+        if p.provisioning_state.eq_ignore_ascii_case("Failed") {
+            failed.push(match &p.provisioning_error {
+                Some(e) => format!("pool {} failed: {e}", p.name),
+                None => format!("pool {} failed", p.name),
+            });
+        }
+    }
+    if !failed.is_empty() {
+        return judged(Verdict::Fail, format!("{}: {}", c.name, failed.join("; ")));
+    }
+    if c.busy() {
+        return judged(
+            Verdict::Inconclusive,
+            format!(
+                "{}: an operation is running (provisioningState {}); health is known when it ends",
+                c.name, c.provisioning_state
+            ),
+        );
+    }
+    judged(
+        Verdict::Pass,
+        format!(
+            "{}: {}; the cluster and its {} pool(s) Succeeded on Kubernetes {}",
+            c.name,
+            power_word(c.power_state),
+            c.pools.len(),
+            c.current_kubernetes_version
+        ),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // JSON helpers: every error names its path
 // ---------------------------------------------------------------------------------------------
 
@@ -1573,6 +1739,9 @@ mod tests {
         include_str!("../../../tests/fixtures/aks/2026-08-02-preview/NodeImageVersions_List.json");
     const SWAGGER: &str =
         include_str!("../../../tests/fixtures/aks/2026-08-01/managedClusters.json");
+    const CLUSTER_UPGRADE_PROFILE: &str = include_str!(
+        "../../../tests/fixtures/aks/2026-08-01/ManagedClustersGetUpgradeProfile.json"
+    );
 
     // ----- ClusterId -----
 
@@ -1854,6 +2023,110 @@ mod tests {
         assert!(AksCluster::from_json(&body, None).unwrap().busy());
         body["properties"]["provisioningState"] = json!("succeeded");
         assert!(!AksCluster::from_json(&body, None).unwrap().busy());
+    }
+
+    // ----- Checks -----
+
+    #[test]
+    fn control_plane_upgrades_are_read_from_the_upgrade_profile_previews_included() {
+        let profile = example(CLUSTER_UPGRADE_PROFILE);
+        assert_eq!(
+            control_plane_upgrades(&profile).unwrap(),
+            ["1.7.9", "1.7.11"]
+        );
+        let mut none = profile.clone();
+        none["properties"]["controlPlaneProfile"]
+            .as_object_mut()
+            .unwrap()
+            .remove("upgrades");
+        assert!(control_plane_upgrades(&none).unwrap().is_empty());
+        let mut bad = profile;
+        bad["properties"]["controlPlaneProfile"]["upgrades"][1] = json!({"isPreview": true});
+        assert_eq!(
+            control_plane_upgrades(&bad).unwrap_err().to_string(),
+            "properties.controlPlaneProfile.upgrades[1].kubernetesVersion: missing"
+        );
+    }
+
+    #[test]
+    fn preflight_fails_a_stopped_or_busy_cluster_and_a_target_aks_does_not_offer() {
+        let offered = vec!["1.10.3".to_string()];
+        let mut body = two_pool_cluster();
+        body["properties"]["powerState"] = json!({"code": "Running"});
+        let c = AksCluster::from_json(&body, None).unwrap();
+        let ok = preflight_of(&c, Some("1.10.3"), &offered);
+        assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
+        assert_eq!(
+            ok.message,
+            "clustername1: Running, Kubernetes 1.9.6; 1.10.3 offered"
+        );
+        // Node images only, or a target it runs: no profile needed.
+        assert_eq!(preflight_of(&c, None, &[]).verdict, Verdict::Pass);
+        assert_eq!(preflight_of(&c, Some("1.9.6"), &[]).verdict, Verdict::Pass);
+
+        let far = preflight_of(&c, Some("1.11.1"), &offered);
+        assert_eq!(far.verdict, Verdict::Fail);
+        assert_eq!(
+            far.message,
+            "clustername1: AKS does not offer Kubernetes 1.11.1 to this cluster in location1 \
+             now (from 1.9.6: 1.10.3)"
+        );
+
+        body["properties"]["agentPoolProfiles"][1]["provisioningState"] = json!("Upgrading");
+        let busy = preflight_of(&AksCluster::from_json(&body, None).unwrap(), None, &[]);
+        assert_eq!(busy.verdict, Verdict::Fail);
+        assert_eq!(
+            busy.message,
+            "clustername1: another operation is in progress (pool win1 is Upgrading)"
+        );
+
+        body["properties"]["agentPoolProfiles"][1]["provisioningState"] = json!("Succeeded");
+        body["properties"]["powerState"] = json!({"code": "Stopped"});
+        let off = preflight_of(&AksCluster::from_json(&body, None).unwrap(), None, &[]);
+        assert_eq!(off.verdict, Verdict::Fail);
+        assert!(
+            off.message.starts_with("clustername1 is Stopped"),
+            "{off:?}"
+        );
+
+        // A failed cluster may start: sending the versions again is AKS's retry (fact 15).
+        body["properties"]["powerState"] = json!({"code": "Running"});
+        body["properties"]["provisioningState"] = json!("Failed");
+        let failed = preflight_of(&AksCluster::from_json(&body, None).unwrap(), None, &[]);
+        assert_eq!(failed.verdict, Verdict::Pass, "{failed:?}");
+        assert!(failed.message.contains("its last operation failed"));
+    }
+
+    #[test]
+    fn health_fails_a_stopped_or_failed_cluster_and_is_inconclusive_while_it_is_busy() {
+        let mut body = two_pool_cluster();
+        body["properties"]["powerState"] = json!({"code": "Running"});
+        let good = health_of(&AksCluster::from_json(&body, None).unwrap());
+        assert_eq!(good.verdict, Verdict::Pass, "{good:?}");
+        assert_eq!(
+            good.message,
+            "clustername1: Running; the cluster and its 2 pool(s) Succeeded on Kubernetes 1.9.6"
+        );
+
+        body["properties"]["agentPoolProfiles"][1]["provisioningState"] = json!("Failed");
+        body["properties"]["agentPoolProfiles"][1]["status"] =
+            json!({"provisioningError": {"code": "VMExtensionError", "message": "boom"}});
+        let sick = health_of(&AksCluster::from_json(&body, None).unwrap());
+        assert_eq!(sick.verdict, Verdict::Fail);
+        assert_eq!(
+            sick.message,
+            "clustername1: pool win1 failed: VMExtensionError: boom"
+        );
+
+        body["properties"]["agentPoolProfiles"][1]["provisioningState"] = json!("Succeeded");
+        body["properties"]["provisioningState"] = json!("Upgrading");
+        let busy = health_of(&AksCluster::from_json(&body, None).unwrap());
+        assert_eq!(busy.verdict, Verdict::Inconclusive, "{busy:?}");
+
+        body["properties"]["provisioningState"] = json!("Succeeded");
+        body["properties"]["powerState"] = json!({"code": "Stopped"});
+        let off = health_of(&AksCluster::from_json(&body, None).unwrap());
+        assert_eq!(off.verdict, Verdict::Fail, "{off:?}");
     }
 
     #[test]

@@ -23,16 +23,21 @@
 //! polling URLs ARM gave (`Azure-AsyncOperation`, `Location`); the daemon stores it with the
 //! operation, so a restarted daemon polls the same URLs and never writes again. Success is what
 //! the cluster runs, read back, not only the operation's status.
+//!
+//! Checks: the pre-flight reads the cluster (and, for a new control-plane version, its upgrade
+//! profile) and health reads the cluster; [`model::preflight_of`] and [`model::health_of`]
+//! judge what was read.
 
 use super::arm::{ArmCallError, ArmClient, ArmResponse};
 use super::model::{self, AksCluster, ClusterId, PoolSelection, PowerState};
 use crate::clock::{Clock, SystemClock};
 use crate::providers::{
-    ClusterTarget, Described, OperationPhase, OperationReport, Provider, ProviderError,
-    ProviderErrorCode, ProviderMetric, Releases, Started, UpgradeRequest,
+    measurement_error, ClusterTarget, Described, OperationPhase, OperationReport, Provider,
+    ProviderError, ProviderErrorCode, ProviderMetric, Releases, Started, UpgradeRequest,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use waverun_core::health::Measurement;
 use waverun_core::UpgradeType;
 
 /// How long to wait before asking about an operation when ARM did not say (`Retry-After`), as
@@ -557,6 +562,41 @@ impl AksProvider {
     }
 }
 
+/// `judge`, asked again while ARM (or the client's own budget) throttles it, as long as the
+/// wait it asks for ends before `timeout`: a check shares the subscription's read budget with
+/// the upgrades, and a measurement that waits its turn is not an error.
+fn patiently<T>(
+    timeout: std::time::Duration,
+    judge: impl Fn() -> Result<T, ProviderError>,
+) -> Result<T, ProviderError> {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        match judge() {
+            Err(e) if e.code == ProviderErrorCode::Throttled => {
+                let wait =
+                    std::time::Duration::from_secs(e.retry_after_seconds.unwrap_or(1).max(1));
+                if std::time::Instant::now() + wait >= end {
+                    return Err(e);
+                }
+                std::thread::sleep(wait);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A judgement as a measurement; a call that failed is an `Error` (never a pass).
+fn measured(j: Result<model::Judgement, ProviderError>, what: &str) -> Measurement {
+    match j {
+        Ok(j) => Measurement {
+            values: None,
+            verdict: Some(j.verdict),
+            message: Some(j.message),
+        },
+        Err(e) => measurement_error(format!("aks {what}: {e}")),
+    }
+}
+
 /// What a busy cluster is doing, for `waitingOn`.
 fn busy_with(c: &AksCluster) -> String {
     let mut what = Vec::new();
@@ -742,6 +782,41 @@ impl Provider for AksProvider {
 
     fn metrics(&self) -> Vec<ProviderMetric> {
         self.arm.metrics().snapshot()
+    }
+
+    /// The cluster read (and, for a new control-plane version, its upgrade profile), judged by
+    /// [`model::preflight_of`], within `timeout`.
+    fn preflight(
+        &self,
+        target: &ClusterTarget,
+        upgrade: Option<&waverun_core::UpgradeOperation>,
+        timeout: std::time::Duration,
+    ) -> Measurement {
+        let judge = || -> Result<model::Judgement, ProviderError> {
+            let id = cluster_id(target)?;
+            let (_, c) = self.read(&id)?;
+            let goal = upgrade.and_then(|u| u.kubernetes_version.as_deref());
+            let offered = match goal {
+                Some(v) if v != c.current_kubernetes_version => {
+                    let path = format!("{}/upgradeProfiles/default", id.path());
+                    let profile = self.get(&path)?.body;
+                    model::control_plane_upgrades(&profile).map_err(ProviderError::from)?
+                }
+                _ => Vec::new(),
+            };
+            Ok(model::preflight_of(&c, goal, &offered))
+        };
+        measured(patiently(timeout, judge), "pre-flight")
+    }
+
+    /// The cluster read, judged by [`model::health_of`].
+    fn health(&self, target: &ClusterTarget, timeout: std::time::Duration) -> Measurement {
+        let judge = || -> Result<model::Judgement, ProviderError> {
+            let id = cluster_id(target)?;
+            let (_, c) = self.read(&id)?;
+            Ok(model::health_of(&c))
+        };
+        measured(patiently(timeout, judge), "health")
     }
 
     fn list_releases(&self, region: &str) -> Result<Releases, ProviderError> {
