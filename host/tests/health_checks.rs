@@ -8,6 +8,7 @@ mod prom_support;
 use prom_support::{free_port, Exporter, Loopback, Prometheus, Request, Response};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use waverun_core::health::{
@@ -188,6 +189,41 @@ async fn an_http_receiver_slower_than_the_timeout_is_an_error() {
 }
 
 #[tokio::test]
+async fn with_allow_origins_http_checks_go_only_to_the_origins_listed() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let receiver = Loopback::start(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Response::new(200, "")
+    });
+    let allowed = checker(&format!(
+        "http: {{allowOrigins: [\"{}\"]}}",
+        receiver.url("")
+    ));
+    let m = allowed
+        .measure(&request(http(&receiver.url("/ok"), None), &["c1"]))
+        .await;
+    assert_eq!(m.verdict, Some(Verdict::Pass), "{m:?}");
+    let other = checker("http: {allowOrigins: [\"https://hooks.example\"]}");
+    let m = other
+        .measure(&request(http(&receiver.url("/ok?token=x"), None), &["c1"]))
+        .await;
+    assert_error(
+        &m,
+        "is not on an origin the daemon's config allows (healthChecks.http.allowOrigins)",
+    );
+    assert!(
+        !m.message.unwrap().contains("token=x"),
+        "the query is not shown"
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "nothing was sent to a refused origin"
+    );
+}
+
+#[tokio::test]
 async fn secret_headers_reach_the_receiver_and_never_the_message() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
@@ -337,6 +373,7 @@ fn the_config_names_the_field_it_refuses() {
             "healthChecks.secrets.s.origins[0]: \"http://hooks.example\": secrets go over plain http only to this machine",
         ),
         ("secrets: {s: {origins: [], headers: {A: {fromEnv: A}}}}", "healthChecks.secrets.s.origins: "),
+        ("http: {allowOrigins: [\"hooks.example\"]}", "healthChecks.http.allowOrigins[0]: \"hooks.example\" is not an http:// or https:// origin"),
     ];
     for (yaml, want) in bad {
         let config: HealthConfig = waverun_host::parse_text(yaml, false).unwrap();

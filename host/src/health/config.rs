@@ -10,10 +10,13 @@
 //!     prom: {origins: ["https://prometheus.example:9090"], headers: {Authorization: {fromFile: /run/prom-token}}}
 //!     hooks: {origins: ["https://hooks.example"], headers: {X-Api-Key: {fromEnv: HOOK_KEY}}}
 //!   exec: {allow: [/usr/local/bin/smoke-test], stateDir: /var/lib/waverun/health}
+//!   http: {allowOrigins: ["https://hooks.example"]}
 //! ```
 //!
 //! A secret's headers go only to its `origins` (scheme, host, port), and over plain `http`
-//! only to this machine: a strategy could otherwise point a check naming it at any URL.
+//! only to this machine: a strategy could otherwise point a check naming it at any URL. With
+//! `http.allowOrigins`, `http` checks go to those origins only (without it, anywhere: a daemon
+//! whose strategy writers should not make it call its own network sets it).
 
 use crate::providers::SecretSource;
 use serde::Deserialize;
@@ -33,6 +36,27 @@ pub struct HealthConfig {
     /// What `exec` checks may run.
     #[serde(default)]
     pub exec: ExecChecksConfig,
+    /// Where `http` checks may go.
+    #[serde(default)]
+    pub http: HttpChecksConfig,
+}
+
+/// `healthChecks.http:`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpChecksConfig {
+    /// The origins (`https://host[:port]`) `http` checks may be sent to; `None`: any.
+    #[serde(default)]
+    pub allow_origins: Option<Vec<String>>,
+}
+
+impl HttpChecksConfig {
+    /// Whether an `http` check may go to `url`.
+    pub fn allows(&self, url: &str) -> bool {
+        self.allow_origins
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|o| crate::outbound::same_origin(o, url)))
+    }
 }
 
 /// `healthChecks.prometheus:`.
@@ -139,6 +163,13 @@ impl HealthConfig {
                 if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                     return Err(format!("{here}.headers.{name}: not a valid header name"));
                 }
+            }
+        }
+        for (i, o) in self.http.allow_origins.iter().flatten().enumerate() {
+            if crate::outbound::origin(o).is_none() {
+                return Err(format!(
+                    "{at}.http.allowOrigins[{i}]: {o:?} is not an http:// or https:// origin"
+                ));
             }
         }
         for (i, p) in self.exec.allow.iter().enumerate() {

@@ -13,6 +13,8 @@
 //!   origin), a timeout, a connection that failed, a body over [`MAX_BODY`]: **errors**,
 //!   never a pass.
 //! - A secret's values never appear in a message: a body that echoes one is redacted.
+//! - With the config's `healthChecks.http.allowOrigins`, a URL on another origin is an error,
+//!   and nothing is sent.
 
 use super::template::{self, Target};
 use super::{error, redact, verdict, Shared};
@@ -35,6 +37,13 @@ pub(super) fn measure(
         Ok(u) => u,
         Err(e) => return error(format!("http.url: {e}")),
     };
+    if !shared.config.http.allows(&url) {
+        return error(format!(
+            "http.url: {} is not on an origin the daemon's config allows \
+             (healthChecks.http.allowOrigins)",
+            shown_url(&url)
+        ));
+    }
     let headers = match &check.secret {
         Some(s) => match shared.secret_headers(s, &url, "http.secret") {
             Ok(h) => h,
