@@ -25,6 +25,7 @@ fn scenario_files() -> Vec<String> {
         ("host/examples", ""),
         ("tests/scenarios", ""),
         ("tests/scenarios/regressions", ""),
+        ("tests/scenarios/health", ""),
         ("tests/scenarios/profiles", ""),
         ("tests/js/scenarios", ""),
         ("tests/fuzz/corpus/documents", "scenario-"),

@@ -1001,7 +1001,7 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
     assert_eq!(
         cells,
-        38 * 4,
+        39 * 4,
         "every operation but the three public ones, by four roles"
     );
     // Refused mutations are in the audit log too: who (as far as known) and the outcome.

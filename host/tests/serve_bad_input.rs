@@ -404,7 +404,7 @@ fn every_mutation_refuses_bad_input_with_a_problem_audits_it_and_changes_nothing
         }
     }
     assert_eq!(
-        operations, 18,
+        operations, 19,
         "every PUT, PATCH, POST and DELETE of the document"
     );
     assert!(checked >= 70, "{checked} cases");

@@ -9,13 +9,13 @@
 
 mod http_support;
 mod process_support;
+mod prom_support;
 mod runtime_support;
 
 use http_support::{eventually, member, Client};
 use process_support::Life;
+use prom_support::{Loopback, Response};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,73 +27,36 @@ const TIME_SCALE: &str = "600";
 /// What the receiver answers, by the request's path.
 type Answer = fn(&str) -> (u16, &'static str);
 
-/// An HTTP receiver on loopback: answers every POST with `answer(path)`, remembers the paths it
-/// was asked for, and holds every answer while `hold` is set.
+/// An HTTP receiver on loopback: answers every request with `answer(path)`, remembers the
+/// paths it was asked for, and holds every answer while `hold` is set.
 struct Receiver {
-    port: u16,
+    server: Loopback,
     hits: Arc<Mutex<Vec<String>>>,
     hold: Arc<AtomicBool>,
 }
 
 impl Receiver {
     fn start(answer: Answer) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let hits = Arc::new(Mutex::new(Vec::new()));
         let hold = Arc::new(AtomicBool::new(false));
         let (h, held) = (hits.clone(), hold.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let (h, held) = (h.clone(), held.clone());
-                std::thread::spawn(move || {
-                    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-                    let mut reader = BufReader::new(conn.try_clone().unwrap());
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).is_err() {
-                        return;
-                    }
-                    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-                    let mut length = 0usize;
-                    loop {
-                        let mut header = String::new();
-                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let header = header.trim_end();
-                        if header.is_empty() {
-                            break;
-                        }
-                        if let Some((k, v)) = header.split_once(':') {
-                            if k.eq_ignore_ascii_case("content-length") {
-                                length = v.trim().parse().unwrap_or(0);
-                            }
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    let _ = reader.read_exact(&mut body);
-                    h.lock().unwrap().push(path.clone());
-                    // Held answers wait (bounded: the check's timeout ends it anyway).
-                    for _ in 0..300 {
-                        if !held.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    let (status, text) = answer(&path);
-                    let reply = format!(
-                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-                        text.len()
-                    );
-                    let _ = conn.write_all(reply.as_bytes());
-                });
+        let server = Loopback::start(move |req| {
+            h.lock().unwrap().push(req.target.clone());
+            // Held answers wait (bounded: the check's timeout ends it anyway).
+            for _ in 0..300 {
+                if !held.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
             }
+            let (status, text) = answer(&req.target);
+            Response::json(status, text)
         });
-        Receiver { port, hits, hold }
+        Receiver { server, hits, hold }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        self.server.url(path)
     }
 
     fn hits(&self, path: &str) -> usize {
