@@ -6,6 +6,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:http";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { freePort } from "../harness.mjs";
 import { createHash } from "node:crypto";
@@ -36,6 +37,7 @@ releases:
     - {version: 1.32.7, available: {eastus: 2026-11-01T00:00:00Z}}
     - {version: 1.33.3, available: {eastus: 2026-12-01T00:00:00Z}}
     - {version: 1.33.4, available: {eastus: 2026-12-01T00:00:00Z}}
+    - {version: 1.33.5, available: {eastus: 2026-12-01T00:00:00Z}}
   nodeImages:
     - {version: AKSUbuntu-2204gen2containerd-202611.01.0, available: {eastus: 2026-11-01T00:00:00Z}}
 `;
@@ -462,4 +464,87 @@ test("live updates resume after the daemon restarts, without a gap or a duplicat
   assert.equal(want.filter((k) => k === "RunStarted").length, 1);
   // While the daemon was down, the stream's reconnection attempts were refused: expected.
   assert.deepEqual(problems.filter((p) => !p.includes("net::ERR_CONNECTION_REFUSED")), []);
+});
+
+test("a health gate found inconclusive shows its check, and a person fails it with a reason", async (t) => {
+  // A receiver on loopback: each member's smoke check passes; the gate's check cannot tell.
+  const asked = [];
+  const receiver = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => { body += d; });
+    req.on("end", () => {
+      asked.push({ path: req.url, body: JSON.parse(body || "{}") });
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(req.url === "/gate" ? JSON.stringify({ result: "inconclusive", message: "no traffic yet" }) : "{}");
+    });
+  });
+  await new Promise((r) => receiver.listen(0, "127.0.0.1", r));
+  t.after(() => new Promise((r) => receiver.close(r)));
+  const url = (path) => `http://127.0.0.1:${receiver.address().port}${path}`;
+
+  const { page, problems } = await tab(t);
+  // The editor validates checks in the browser, as the CLI does.
+  await page.goto(`${base}/editor#token=${TOKENS.admin}`);
+  const text = page.getByLabel(/^Strategy/);
+  await text.fill(`healthChecks:\n  - {name: slo, prometheus: {query: up, successCondition: "result <> 1"}}\nstages:\n  - name: dev\n    afterGates: [{type: HealthCheck, healthCheck: slow}]\n`);
+  const errors = page.locator("#strategy-errors");
+  await errors.getByText("healthChecks[0].prometheus.successCondition").waitFor();
+  await errors.getByText("stages[0].afterGates[0].healthCheck").waitFor();
+  await shot(page, "editor-invalid-check");
+
+  const strategy = {
+    healthChecks: [
+      { name: "smoke", http: { url: url("/smoke/{{member}}") } },
+      { name: "slo", http: { url: url("/gate") } },
+    ],
+    stages: [{
+      name: "dev", memberSelector: { byLabel: "env=dev" },
+      afterMemberChecks: { soakSeconds: 60, checks: ["smoke"] },
+      afterGates: [{ type: "HealthCheck", healthCheck: "slo", displayName: "dev healthy" }],
+    }],
+  };
+  const put = await api("PUT", "/updateStrategies/checked", TOKENS.admin, { properties: { strategy } });
+  assert.equal(put.status, 201, JSON.stringify(put.body));
+  const created = await api("PUT", "/updateRuns/r5", TOKENS.admin, {
+    properties: { updateStrategyId: "/fleets/portal/updateStrategies/checked", managedClusterUpdate: { upgrade: { type: "Full", kubernetesVersion: "1.33.5" } } },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  await page.goto(`${base}/runs/r5`);
+  const tree = page.getByRole("list", { name: /members of r5/ });
+  await tree.waitFor();
+  await page.getByRole("button", { name: "Start" }).click();
+
+  // Each member shows its check; the gate shows the inconclusive measurement, Approve and Fail.
+  const gate = tree.locator(".node", { hasText: "dev healthy" });
+  await gate.getByRole("button", { name: "Fail" }).waitFor({ timeout: 60_000 });
+  await gate.getByRole("button", { name: "Approve" }).waitFor();
+  assert.match(await gate.innerText(), /check slo: 1 of 1 measured, last Inconclusive/);
+  for (const m of ["dev-1", "dev-2"]) {
+    assert.match(await tree.locator(`[data-row='Member:${m}']`).innerText(), /check smoke: 1 of 1 measured, last Pass → Pass/);
+  }
+  assert.match(await tree.locator("[data-row='Stage:dev']").innerText(), /"slo" was inconclusive: approve or fail it/);
+  await shot(page, "run-health-gate");
+  // The timeline marks each soak and check.
+  await page.getByRole("tab", { name: "Timeline" }).click();
+  await page.locator(".gantt svg line.mark").first().waitFor({ state: "attached" });
+  const marks = await page.locator(".gantt svg line.mark title").allTextContents();
+  assert.ok(marks.some((m) => /check smoke \(soak until .*\) \S*dev-1$/.test(m)), marks.join("\n"));
+  assert.ok(marks.some((m) => /check smoke Pass \S*dev-2$/.test(m)), marks.join("\n"));
+  await shot(page, "run-health-timeline");
+  await page.getByRole("tab", { name: "Tree" }).click();
+  // The receiver was told what it checks.
+  const gateAsk = asked.find((a) => a.path === "/gate");
+  assert.equal(gateAsk.body.run, "r5", JSON.stringify(gateAsk));
+  assert.deepEqual(asked.filter((a) => a.path.startsWith("/smoke/")).map((a) => a.path).sort(), ["/smoke/dev-1", "/smoke/dev-2"]);
+
+  // Failed by a person, with a reason: the run stops on HealthCheckFailed, saying why.
+  page.once("dialog", (d) => void d.accept("error budget burnt"));
+  await gate.getByRole("button", { name: "Fail" }).click();
+  await page.locator("h1").getByText("Failed").waitFor({ timeout: 60_000 });
+  const run = await api("GET", "/updateRuns/r5", TOKENS.admin);
+  const status = run.body.properties.status;
+  assert.equal(status.status.state, "Failed", JSON.stringify(status.status));
+  assert.match(JSON.stringify(status), /error budget burnt/);
+  await shot(page, "run-health-gate-failed");
+  assert.deepEqual(problems, []);
 });
