@@ -13,7 +13,7 @@ mod prom_support;
 mod runtime_support;
 
 use http_support::{eventually, member, Client};
-use process_support::Life;
+use process_support::{fleet_file as fleet_file_timed, Life};
 use prom_support::{Loopback, Response};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -82,34 +82,10 @@ fn answer(path: &str) -> (u16, &'static str) {
     }
 }
 
+/// Members `(name, group)` with ten-minute upgrades.
 fn fleet_file(dir: &Path, members: &[(&str, &str)]) -> PathBuf {
     let minutes: Vec<(&str, &str, u32)> = members.iter().map(|(n, g)| (*n, *g, 10)).collect();
     fleet_file_timed(dir, &minutes)
-}
-
-/// Members (name, group, upgrade minutes).
-fn fleet_file_timed(dir: &Path, members: &[(&str, &str, u32)]) -> PathBuf {
-    let members: Vec<Value> = members
-        .iter()
-        .map(|(name, group, minutes)| {
-            json!({
-                "name": name, "group": group, "region": "eastus", "kubernetesVersion": "1.33.2",
-                "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
-                "behavior": {"upgradeMinutes": minutes},
-            })
-        })
-        .collect();
-    let since = json!({"*": "2026-01-01T00:00:00Z"});
-    let file = json!({
-        "members": members,
-        "releases": {
-            "kubernetes": [{"version": "1.34.1", "available": since}],
-            "nodeImages": [{"version": "AKSUbuntu-2204-202611.01.0", "available": since}],
-        },
-    });
-    let path = dir.join("fleet.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
-    path
 }
 
 fn start(dir: &Path, fleet: &Path, life: usize) -> Life {

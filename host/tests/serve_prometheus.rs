@@ -13,10 +13,9 @@ mod prom_support;
 mod runtime_support;
 
 use http_support::{eventually, member, Client};
-use process_support::Life;
+use process_support::{fleet_file, Life};
 use prom_support::{Exporter, Prometheus};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Fleet time runs this many times faster: a 10-minute upgrade takes a second.
@@ -41,31 +40,6 @@ fn cli(server: &str, args: &[&str]) -> String {
     );
     assert!(o.status.success(), "waverun {args:?}: {out}{err}");
     out
-}
-
-/// Members `a`, `b`, `c` in group `ring` and `d` in `tail`, ten-minute upgrades.
-fn fleet_file(dir: &Path) -> std::path::PathBuf {
-    let members: Vec<Value> = [("a", "ring"), ("b", "ring"), ("c", "ring"), ("d", "tail")]
-        .iter()
-        .map(|(name, group)| {
-            json!({
-                "name": name, "group": group, "region": "eastus", "kubernetesVersion": "1.33.2",
-                "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
-                "behavior": {"upgradeMinutes": 10},
-            })
-        })
-        .collect();
-    let since = json!({"*": "2026-01-01T00:00:00Z"});
-    let file = json!({
-        "members": members,
-        "releases": {
-            "kubernetes": [{"version": "1.34.1", "available": since}],
-            "nodeImages": [{"version": "AKSUbuntu-2204-202611.01.0", "available": since}],
-        },
-    });
-    let path = dir.join("fleet.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
-    path
 }
 
 fn status(api: &Client) -> Value {
@@ -101,7 +75,15 @@ fn a_prometheus_gated_run_fails_the_unhealthy_member_and_an_empty_result_waits_f
         ),
     )
     .unwrap();
-    let fleet = fleet_file(dir.path());
+    let fleet = fleet_file(
+        dir.path(),
+        &[
+            ("a", "ring", 10),
+            ("b", "ring", 10),
+            ("c", "ring", 10),
+            ("d", "tail", 10),
+        ],
+    );
     let data = dir.path().join("data");
     let life = Life::start(
         &[

@@ -3,8 +3,9 @@
 #![allow(dead_code)] // each test file uses a part
 
 use crate::http_support::Client;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -106,4 +107,30 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % n
     }
+}
+
+/// A simulated fleet file (`--fleet`) in `dir`: members `(name, group, upgrade minutes)` in
+/// eastus on 1.33.2 and one Linux pool, with 1.34.1 and the pool's image released everywhere.
+pub fn fleet_file(dir: &Path, members: &[(&str, &str, u32)]) -> PathBuf {
+    let members: Vec<Value> = members
+        .iter()
+        .map(|(name, group, minutes)| {
+            json!({
+                "name": name, "group": group, "region": "eastus", "kubernetesVersion": "1.33.2",
+                "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
+                "behavior": {"upgradeMinutes": minutes},
+            })
+        })
+        .collect();
+    let since = json!({"*": "2026-01-01T00:00:00Z"});
+    let file = json!({
+        "members": members,
+        "releases": {
+            "kubernetes": [{"version": "1.34.1", "available": since}],
+            "nodeImages": [{"version": "AKSUbuntu-2204-202611.01.0", "available": since}],
+        },
+    });
+    let path = dir.join("fleet.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    path
 }
