@@ -88,6 +88,24 @@ PYTHONDONTWRITEBYTECODE=1 "$PY" -m unittest discover -s tests/python -v
 echo "== the fake Azure for the aks provider (tests/aks: ARM, Entra, IMDS; stdlib Python) [${SECONDS}s]"
 PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/aks -v
 
+# [Azure's SDK] azure-mgmt-containerservicefleet (PyPI, every dependency pinned in
+# tests/azure/requirements.txt) drives target/debug/waverun serve (built above) through its
+# Azure Resource Manager paths, over HTTPS with a test CA. The venv is made again only when the
+# pins change (it keeps a copy of the requirements it was made from).
+echo "== Azure's SDK for Python against the daemon's ARM paths (tests/azure) [${SECONDS}s]"
+AZ_VENV=target/azure-sdk
+# The test makes its CA and certificate with the openssl command.
+if ! command -v openssl >/dev/null && [ "$(id -u)" = 0 ]; then
+  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssl) >/dev/null
+fi
+if ! cmp -s tests/azure/requirements.txt "$AZ_VENV/requirements.txt"; then
+  rm -rf "$AZ_VENV"
+  python3 -m venv "$AZ_VENV"
+  "$AZ_VENV/bin/python" -m pip install -q --disable-pip-version-check -r tests/azure/requirements.txt
+  cp tests/azure/requirements.txt "$AZ_VENV/requirements.txt"
+fi
+PYTHONDONTWRITEBYTECODE=1 "$AZ_VENV/bin/python" -m unittest discover -s tests/azure -v
+
 # [daemon API] — schemathesis (PyPI, pinned) against /openapi.json of a live `waverun demo`: no 5xx,
 # no undocumented status or content type, no response outside its schema.
 echo "== the daemon's API against its OpenAPI document (schemathesis) [${SECONDS}s]"

@@ -509,7 +509,8 @@ pub struct AutoUpgradeProfile {
     /// `Latest` (default) or `Consistent`; `Custom` is not allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_image_selection: Option<AutoUpgradeNodeImageSelection>,
-    /// A disabled profile generates nothing (runs it started go on).
+    /// A disabled profile generates nothing by itself (runs it started go on); asked
+    /// (`generateUpdateRun`), it makes its run, as Azure's does.
     #[serde(
         default,
         skip_serializing_if = "std::ops::Not::not",

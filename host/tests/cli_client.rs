@@ -573,12 +573,17 @@ fn autoupgradeprofile_verbs_create_show_list_generate_and_delete_with_azures_fla
     assert_eq!(pinned["targetKubernetesVersion"], "1.34");
     assert_eq!(pinned["longTermSupport"], true);
     assert_eq!(pinned["disabled"], true);
-    let refused = cli(
+    // Disabled, it generates nothing by itself, but asked, it makes its run (as Azure's does).
+    let asked = cli(
         s,
         &["autoupgradeprofile", "generate-update-run", "-n", "pin"],
     );
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
-    assert!(refused.stderr.contains("disabled"), "{}", refused.stderr);
+    assert_eq!(asked.code, 0, "{}", asked.stderr);
+    assert!(
+        asked.stderr.contains("pin-1-34-1 is not started"),
+        "{}",
+        asked.stderr
+    );
     ok(s, &["autoupgradeprofile", "delete", "-n", "pin", "--yes"]);
     let gone = cli(s, &["autoupgradeprofile", "show", "-n", "pin"]);
     assert_eq!(gone.code, 1);

@@ -1111,7 +1111,7 @@ stages:
 }
 
 #[test]
-fn skips_sent_before_the_start_apply_when_the_run_starts() {
+fn skips_sent_before_the_start_show_at_once_and_apply_when_the_run_starts() {
     let mut fleet = members(&["a1", "a2"], "a");
     fleet.extend(members(&["b1"], "b"));
     let mut h = Harness::fleet(fleet, default_catalog());
@@ -1126,9 +1126,41 @@ stages:
 "#,
     ));
     h.take();
+    h.advance_to("00:10");
     h.skip("r1", &["Member:a2", "Stage:s2"])
         .expect("skips before the start are accepted");
     assert!(h.take().is_empty(), "nothing happens before the start");
+    // The status shows them Skipped at once, as of when they were asked for (as Azure's does);
+    // the run stays NotStarted and the rest is untouched.
+    let st = h.status("r1");
+    assert_eq!(st.status.state, State::NotStarted);
+    let s1 = &st.stages[0];
+    let a2 = s1.groups[0]
+        .members
+        .iter()
+        .find(|m| m.name == "a2")
+        .unwrap();
+    assert_eq!(a2.status.state, State::Skipped);
+    assert_eq!(a2.status.completed_time, Some(t("00:10")));
+    let a1 = s1.groups[0]
+        .members
+        .iter()
+        .find(|m| m.name == "a1")
+        .unwrap();
+    assert_eq!(a1.status.state, State::NotStarted);
+    assert_eq!(s1.status.state, State::NotStarted);
+    assert_eq!(st.stages[1].status.state, State::Skipped);
+    assert_eq!(
+        st.stages[1].groups[0].members[0].status.state,
+        State::Skipped
+    );
+    h.advance_to("00:20");
+    assert_eq!(
+        h.status("r1").stages[0].groups[0].members[1]
+            .status
+            .completed_time,
+        Some(t("00:10"))
+    );
     let e = h.skip("r1", &["Member:nobody"]).unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
 

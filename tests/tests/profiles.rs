@@ -1021,7 +1021,7 @@ fn a_failed_member_is_included_in_the_next_generated_run_and_does_not_trigger_ru
 // Disabled profiles
 
 #[test]
-fn a_disabled_profile_generates_nothing() {
+fn a_disabled_profile_generates_nothing_by_itself_but_a_run_when_asked() {
     let r = sim(&format!(
         "{}{}{}",
         members(&[member("a", "1.30.2")]),
@@ -1033,16 +1033,21 @@ fn a_disabled_profile_generates_nothing() {
     ));
     assert!(generated(&r).is_empty());
     assert!(r.runs.is_empty());
+    // Asked, it generates its run (as Azure answers generateUpdateRun on a disabled profile).
     let sc = scenario(&format!(
         "{}{}{}",
         members(&[member("a", "1.30.2")]),
-        kubernetes(&[("1.30.2", "2026-11-01T00:00:00Z", "")]),
-        profile("name: patches, channel: Rapid, disabled: true")
+        kubernetes(&[
+            ("1.30.2", "2026-11-01T00:00:00Z", ""),
+            ("1.30.5", "2026-11-02T00:00:00Z", ""),
+        ]),
+        profile("name: patches, channel: TargetKubernetesVersion, targetKubernetesVersion: \"1.30\", disabled: true")
     ));
     let sim = Simulation::new(&sc).unwrap();
-    let err = sim.engine().generation_preview("patches").unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidState);
-    assert!(err.message.contains("disabled"), "{}", err.message);
+    match sim.engine().generation_preview("patches").unwrap() {
+        Generation::New { versions, .. } => assert_eq!(versions, vec!["1.30.5".to_string()]),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -1336,11 +1341,12 @@ fn the_curated_profile_scenarios_hold_what_their_headers_say() {
         .filter(|e| e.kind() == EventKind::ActionRejected)
         .map(|e| (e.run.as_str(), e.error().unwrap().code.as_str()))
         .collect();
+    // (generateUpdateRun of the disabled profile is not rejected: it generates nothing, as for
+    // an enabled one.)
     assert_eq!(
         rejected,
         [
             ("nope", "NotFound"),
-            ("", "InvalidState"),
             ("r1", "InvalidState"),
             ("patches-1-30-6", "InvalidState")
         ]

@@ -177,6 +177,7 @@ impl Engine {
             stages: Vec::new(),
             member_index: BTreeMap::new(),
             pending_skips: Vec::new(),
+            pending_skip_times: Vec::new(),
             member_filter,
             pinned_images: pinned,
             retry_of,
@@ -339,6 +340,7 @@ impl Engine {
         // Skips asked for before the start apply to the frozen tree now; a member skip whose
         // member left the run's selection since (labels or strategy changed) no longer applies.
         let mut pending = std::mem::take(&mut run.pending_skips);
+        run.pending_skip_times.clear();
         pending.retain(|t| match t {
             SkipTarget::Member(n) => run.member_index.contains_key(n),
             _ => true,

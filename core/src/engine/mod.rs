@@ -38,7 +38,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, ErrorCode};
 use crate::event::{Event, Fact, Output, Reason, Wakeup};
 use crate::model::{
-    AutoUpgradeProfile, Freeze, Member, ReleaseCatalog, Timestamp, UpdateRunSpec, UpdateStrategy,
+    AutoUpgradeProfile, Freeze, Member, ReleaseCatalog, SkipTarget, Timestamp, UpdateRunSpec,
+    UpdateStrategy,
 };
 use crate::plan;
 use crate::profile::{Generation, ProfilePlan, ProfileRt, ProfileStatus};
@@ -162,8 +163,9 @@ impl Engine {
     }
 
     /// What [`crate::Command::GenerateUpdateRun`] would do for `profile` now: return the run
-    /// that exists for the current target, create a new one (and its name), or nothing. Refused
-    /// for a profile that does not exist or is disabled.
+    /// that exists for the current target, create a new one (and its name), or nothing (also for
+    /// a disabled profile: asked, it generates, as Azure's does). Refused for a profile that does
+    /// not exist.
     pub fn generation_preview(&self, profile: &str) -> Result<Generation, Error> {
         self.preview_generation(profile)
     }
@@ -227,6 +229,9 @@ impl Engine {
         if !run.started() {
             let mut preview = run.clone();
             let built = self.build_tree(&mut preview, self.now);
+            if built.is_ok() && !preview.pending_skips.is_empty() {
+                return Ok(self.preview_with_skips(name, preview));
+            }
             let mut status = self.render(&preview);
             if let Err(e) = built {
                 status.status.error = Some(StatusError {
@@ -237,6 +242,31 @@ impl Engine {
             return Ok(status);
         }
         Ok(self.render(run))
+    }
+
+    /// A run not started yet, its tree built, with the skips asked for so far shown as done
+    /// (Skipped, at the time each was asked for), as Azure shows them; the run stays
+    /// NotStarted and nothing here changes (the skips are applied to a copy).
+    fn preview_with_skips(&self, name: &str, preview: Run) -> RunStatus {
+        let mut copy = self.clone();
+        let skips: Vec<(SkipTarget, Timestamp)> = preview
+            .pending_skips
+            .iter()
+            .cloned()
+            .zip(
+                preview
+                    .pending_skip_times
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(self.now)),
+            )
+            .collect();
+        copy.runs.insert(name.to_string(), preview);
+        for (t, at) in &skips {
+            copy.now = *at;
+            copy.apply_skip(name, t);
+        }
+        copy.render(&copy.runs[name])
     }
 
     /// The whole engine state as JSON, `{"formatVersion": 1, "engine": {...}}` (see

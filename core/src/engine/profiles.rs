@@ -117,12 +117,8 @@ impl Engine {
             .profiles
             .get(profile)
             .ok_or_else(|| not_found("auto-upgrade profile", profile))?;
-        if rt.spec.disabled {
-            return Err(Error::new(
-                ErrorCode::InvalidState,
-                format!("auto-upgrade profile \"{profile}\" is disabled: a disabled profile generates nothing; enable it first"),
-            ));
-        }
+        // A disabled profile generates nothing by itself, but a person asking for its run gets
+        // it, as Azure answers `generateUpdateRun` on a disabled profile.
         let scope = self.scope(&rt.spec)?;
         let target = match self.target_of(&rt.spec) {
             Ok(t) => t,

@@ -104,8 +104,12 @@ impl Engine {
                 for t in targets {
                     self.check_skip_before_start(run, t, &mut known)?;
                 }
+                let now = self.now;
                 let run = self.runs.get_mut(name).expect("checked");
                 run.pending_skips.extend(targets.iter().cloned());
+                run.pending_skip_times
+                    .extend(std::iter::repeat_n(now, targets.len()));
+                self.touch(name);
                 return Ok(());
             }
             State::Running | State::Pending | State::Stopped | State::Failed => {}

@@ -389,6 +389,10 @@ pub(super) struct Run {
     pub(super) stages: Vec<StageRt>,
     pub(super) member_index: BTreeMap<String, (u32, u32, u32)>,
     pub(super) pending_skips: Vec<SkipTarget>,
+    /// When each of `pending_skips` was asked for: what a run not started yet shows as their
+    /// completion time (Azure marks them Skipped at once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) pending_skip_times: Vec<Timestamp>,
     pub(super) member_filter: Option<BTreeSet<String>>,
     pub(super) pinned_images: bool,
     pub(super) retry_of: Option<String>,

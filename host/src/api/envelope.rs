@@ -59,6 +59,13 @@ pub(super) fn written(
 /// The envelope around `properties`; returns it and its ETag.
 pub(super) fn envelope(fleet: &str, meta: &ResourceMeta, properties: Value) -> (Value, String) {
     let etag = etag_of(&properties);
+    // Azure's clients (the SDKs' pollers) read `provisioningState`: a resource the API shows
+    // has been written in full.
+    let mut properties = properties;
+    if let Some(p) = properties.as_object_mut() {
+        p.entry("provisioningState")
+            .or_insert_with(|| json!("Succeeded"));
+    }
     let v = json!({
         "id": resource_id(fleet, &meta.kind, &meta.name),
         "name": meta.name,
@@ -461,7 +468,7 @@ fn percent_encode(s: &str) -> String {
 }
 
 /// `s` with its `%XX` escapes decoded (a malformed one is kept as it is).
-fn percent_decode(s: &str) -> String {
+pub(super) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

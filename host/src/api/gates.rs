@@ -34,6 +34,8 @@ struct Found {
     run_created_at: String,
     /// When the run started.
     run_start: Option<waverun_core::time::Timestamp>,
+    /// A ScheduledStart gate's `scheduledStartConfiguration` as the run's strategy gives it.
+    schedule: Option<Value>,
 }
 
 /// The GUID name of the engine's gate `engine_id`.
@@ -50,6 +52,13 @@ pub(super) fn guid(engine_id: &str) -> String {
     )
 }
 
+/// The item of `list` whose `name` is `name` (null when there is none).
+fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|l| l.iter().find(|v| v["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
 /// Every created gate of every run, in run and tree order (lists sort them by name).
 fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
     let runs = w
@@ -59,13 +68,15 @@ fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
         .map_err(store_problem)?;
     let mut out = Vec::new();
     for run in runs {
+        let strategy = super::envelope::stored_body(&run)["strategy"].clone();
         let status = w
             .engine()
             .status(&run.name)
             .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
         for s in &status.stages {
-            let mut take = |group: Option<&str>, gates: &[GateStatus]| {
-                for g in gates {
+            let stage = named(&strategy["stages"], &s.name);
+            let mut take = |group: Option<&str>, gates: &[GateStatus], configs: &Value| {
+                for (i, g) in gates.iter().enumerate() {
                     if let Some(id) = &g.gate_id {
                         out.push(Found {
                             guid: guid(id),
@@ -77,15 +88,20 @@ fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
                             run_created_by: run.created_by.clone(),
                             run_created_at: run.created_at.clone(),
                             run_start: status.status.start_time,
+                            schedule: configs[i]
+                                .get("scheduledStartConfiguration")
+                                .filter(|c| c.is_object())
+                                .cloned(),
                         });
                     }
                 }
             };
-            take(None, &s.before_gates);
-            take(None, &s.after_gates);
+            take(None, &s.before_gates, &stage["beforeGates"]);
+            take(None, &s.after_gates, &stage["afterGates"]);
             for g in &s.groups {
-                take(Some(&g.name), &g.before_gates);
-                take(Some(&g.name), &g.after_gates);
+                let group = named(&stage["groups"], &g.name);
+                take(Some(&g.name), &g.before_gates, &group["beforeGates"]);
+                take(Some(&g.name), &g.after_gates, &group["afterGates"]);
             }
         }
     }
@@ -113,8 +129,13 @@ fn resource(fleet: &str, f: &Found) -> (Value, String) {
     if let Some(d) = &f.gate.display_name {
         properties["displayName"] = json!(d);
     }
+    // A ScheduledStart gate: its day, time and offset as given, and the time they resolved to.
+    let mut scheduled = f.schedule.clone().unwrap_or_else(|| json!({}));
     if let Some(t) = f.gate.absolute_start_time {
-        properties["scheduledStartProperties"] = json!({ "absoluteStartTime": t });
+        scheduled["absoluteStartTime"] = json!(t);
+    }
+    if scheduled.as_object().is_some_and(|o| !o.is_empty()) {
+        properties["scheduledStartProperties"] = scheduled;
     }
     if let Some(by) = &f.gate.completed_by {
         properties["completedBy"] = json!(by);

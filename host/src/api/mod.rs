@@ -5,6 +5,7 @@
 //! applies the command and writes the resource metadata in the command's own step — so a
 //! request either changes the engine and the store together or changes nothing.
 
+mod arm;
 mod auth;
 mod envelope;
 mod events;
@@ -18,6 +19,7 @@ mod profiles;
 mod runs;
 mod strategies;
 
+pub use arm::API_VERSIONS;
 pub use auth::{token_hash, Auth, Caller, Need, Role};
 pub use fleet::MAX_SIMULATIONS;
 pub use problem::Problem;
@@ -737,8 +739,16 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state.clone());
     // The middleware goes around the whole router (not each route, as `layer` would put it),
     // so that it sees every answer as it leaves: a 405 with its `Allow` header.
-    Router::new()
+    let app = Router::new()
         .merge(crate::portal::router())
         .fallback_service(api)
-        .layer(axum::middleware::from_fn_with_state(state, around_request))
+        .layer(axum::middleware::from_fn_with_state(state, around_request));
+    // ARM's paths are rewritten to waverun's before `app` routes them (a layer on `app` itself
+    // would run after its routing), so they reach the same handlers, checks and audit.
+    Router::new()
+        .fallback_service(app)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(arm::ArmState::default()),
+            arm::arm_paths,
+        ))
 }

@@ -77,6 +77,19 @@ struct UpdateRunProperties {
     /// The auto-upgrade profile that generated the run (read-only).
     #[serde(default)]
     auto_upgrade_profile_id: Option<String>,
+    /// Set when the run's deletion was asked for while it ran: it is stopping, and is
+    /// deleted once stopped (read-only).
+    #[serde(default)]
+    delete_requested: Option<DeleteRequested>,
+}
+
+/// Who asked for a started run's deletion.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DeleteRequested {
+    by: String,
+    request_id: String,
+    target: String,
 }
 
 /// An auto-upgrade profile's properties, as written, with the engine's status.
@@ -351,6 +364,8 @@ struct Problem {
     title: String,
     status: u16,
     detail: String,
+    /// The same as `detail`, where Azure's clients read it.
+    message: String,
     /// The stable code (`InvalidField`, `NotFound`, `PreconditionFailed`, ...).
     code: String,
     /// The field at fault.
@@ -621,7 +636,7 @@ fn operations() -> Vec<Op> {
         op(Get, "/updateRuns", "runs_list", "List update runs", "viewer", page, None, ("200", "UpdateRunList", JSON)),
         op(Get, "/updateRuns/{name}", "runs_show", "Show an update run with its status tree", "viewer", name, None, ("200", "UpdateRunResource", JSON)),
         op(Put, "/updateRuns/{name}", "runs_put", "Create an update run, or change it before it starts", "operator", name, Some("UpdateRunPut"), ("200", "UpdateRunResource", JSON)),
-        op(Delete, "/updateRuns/{name}", "runs_delete", "Delete an update run that is not running", "operator", name, None, ("204", "", "")),
+        op(Delete, "/updateRuns/{name}", "runs_delete", "Delete an update run (a started one is stopped first, and deleted once stopped: 202)", "operator", name, None, ("204", "", "")),
         op(Post, "/updateRuns/{name}/start", "runs_start", "Start (or resume) an update run", "operator", name, Some("EmptyBody"), ("200", "UpdateRunResource", JSON)),
         op(Post, "/updateRuns/{name}/stop", "runs_stop", "Stop an update run (upgrades in flight finish)", "operator", name, Some("EmptyBody"), ("200", "UpdateRunResource", JSON)),
         op(Post, "/updateRuns/{name}/skip", "runs_skip", "Skip members, groups, stages or after-stage waits", "operator", name, Some("SkipBody"), ("200", "UpdateRunResource", JSON)),
@@ -876,6 +891,22 @@ pub fn document(fleet: &str) -> OpenApi {
                 .header("x-request-id", request_id_header())
                 .build();
             b = b.response("204", nothing);
+        }
+        if o.id == "runs_delete" {
+            let stopping = ResponseBuilder::new()
+                .description(
+                    "The run had started: it is stopping, and is deleted once its upgrades in \
+                     flight finish (Location: the run, 404 once it is gone)",
+                )
+                .header("x-request-id", request_id_header())
+                .content(
+                    JSON,
+                    ContentBuilder::new()
+                        .schema(Some(schema_ref("UpdateRunResource")))
+                        .build(),
+                )
+                .build();
+            b = b.response("202", stopping);
         }
         for (code, what) in [
             ("400", "A field broke a rule (target names it)"),

@@ -1,7 +1,8 @@
 //! Errors as RFC 9457 problems (`application/problem+json`): `{type, title, status, detail,
-//! code, target}`, where `code` is the engine's stable code (`InvalidField`, `NotFound`, ...)
-//! or the API's own (`PreconditionFailed`, `Unauthorized`, ...) and `target` the field path
-//! as the request wrote it (`properties.strategy.stages[1].groups[0].maxConcurrency`).
+//! message, code, target}` (`message` repeats `detail`, for Azure's clients, which print it),
+//! where `code` is the engine's stable code (`InvalidField`, `NotFound`, ...) or the API's own
+//! (`PreconditionFailed`, `Unauthorized`, ...) and `target` the field path as the request wrote
+//! it (`properties.strategy.stages[1].groups[0].maxConcurrency`).
 
 use crate::daemon::{DaemonError, Gone};
 use axum::http::{header, StatusCode};
@@ -35,6 +36,8 @@ impl Serialize for Problem {
         m.serialize_entry("title", status.canonical_reason().unwrap_or("Error"))?;
         m.serialize_entry("status", &self.status)?;
         m.serialize_entry("detail", &self.detail)?;
+        // Azure's clients print `message`.
+        m.serialize_entry("message", &self.detail)?;
         m.serialize_entry("code", &self.code)?;
         if let Some(t) = &self.target {
             m.serialize_entry("target", t)?;

@@ -58,6 +58,8 @@ struct RunProperties {
     engine_modules: Option<IgnoredAny>,
     #[serde(default)]
     retry_of: Option<IgnoredAny>,
+    #[serde(default)]
+    delete_requested: Option<IgnoredAny>,
 }
 
 /// The strategy name in an `updateStrategyId`: `/fleets/{fleet}/updateStrategies/{name}` (an
@@ -121,7 +123,9 @@ fn run_resource(
         .run_modules(&meta.name)
         .map_err(store_problem)?;
     properties["provisioningState"] = json!("Succeeded");
-    properties["status"] = with_provider_waits(with_gate_ids(fleet, status), w.provider_waits());
+    let cluster_ids = cluster_resource_ids(w)?;
+    let status = with_cluster_ids(with_gate_ids(fleet, status), &cluster_ids);
+    properties["status"] = with_provider_waits(status, w.provider_waits());
     if !modules.is_empty() {
         properties["engineModules"] = modules
             .iter()
@@ -159,6 +163,44 @@ fn with_gate_ids(fleet: &str, mut status: Value) -> Value {
         let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
         for group in groups.into_iter().flatten() {
             gates(fleet, group);
+        }
+    }
+    status
+}
+
+/// The members that have Azure's `clusterResourceId`, with it.
+fn cluster_resource_ids(w: &mut Worker) -> Result<BTreeMap<String, String>, Problem> {
+    let members = w
+        .engine()
+        .stored()
+        .resources(super::members::KIND)
+        .map_err(store_problem)?;
+    Ok(members
+        .iter()
+        .filter_map(|m| {
+            let id = stored_body(m)["clusterResourceId"].as_str()?.to_string();
+            Some((m.name.clone(), id))
+        })
+        .collect())
+}
+
+/// The status tree with each member's `clusterResourceId` (as Azure's run status has it), for
+/// the members that have one.
+fn with_cluster_ids(mut status: Value, ids: &BTreeMap<String, String>) -> Value {
+    if ids.is_empty() {
+        return status;
+    }
+    let stages = status.get_mut("stages").and_then(Value::as_array_mut);
+    for stage in stages.into_iter().flatten() {
+        let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
+        for group in groups.into_iter().flatten() {
+            let members = group.get_mut("members").and_then(Value::as_array_mut);
+            for m in members.into_iter().flatten() {
+                let id = m["name"].as_str().and_then(|n| ids.get(n));
+                if let Some(id) = id {
+                    m["clusterResourceId"] = json!(id);
+                }
+            }
         }
     }
     status
@@ -380,15 +422,12 @@ pub(super) async fn put(
     let text = json_body(&headers, body)?;
     let r: RunResource = document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
     let p = r.properties;
-    let by_name = match (&p.update_strategy_id, &p.strategy) {
-        (Some(_), Some(_)) => {
-            return Err(Problem::invalid(
-                "properties.updateStrategyId",
-                "give updateStrategyId or strategy, not both",
-            ))
-        }
-        (Some(id), None) => Some(strategy_name(&fleet, id)?),
-        _ => None,
+    // Both given (as Azure's examples send them, and as a run's GET shows them): the strategy
+    // given inline is the one the run runs and shows; `updateStrategyId` must still name a
+    // strategy of this fleet, and is kept as the run's reference to it.
+    let by_name = match &p.update_strategy_id {
+        Some(id) => Some(strategy_name(&fleet, id)?),
+        None => None,
     };
     let pre = Preconditions::of(&headers);
     let request_id = st.request_id(&headers);
@@ -446,7 +485,7 @@ pub(super) async fn put(
             let spec = UpdateRunSpec {
                 name: name.clone(),
                 strategy: p.strategy.clone(),
-                update_strategy_name: by_name.clone(),
+                update_strategy_name: by_name.clone().filter(|_| p.strategy.is_none()),
                 managed_cluster_update: p.managed_cluster_update.clone(),
                 auto_upgrade_profile_name: profile,
             };
@@ -716,6 +755,12 @@ async fn action(
     Ok(respond(StatusCode::OK, &etag, &v))
 }
 
+/// `DELETE /updateRuns/{name}`. A run that has not started, or has ended, is deleted at once
+/// (204). A started one (Running, Pending, Stopping) is stopped first: upgrades in flight finish
+/// and are recorded, and the run is deleted once Stopped (by the engine thread,
+/// [`crate::daemon::DELETE_REQUESTED`]); the answer is 202 with the run (`Location`: its URL,
+/// which answers 404 once it is gone). Azure accepts deleting a started run; this is the
+/// equivalent that never leaves an upgrade untracked.
 pub(super) async fn delete(
     State(st): State<Arc<ApiState>>,
     Path((fleet, name)): Path<(String, String)>,
@@ -726,18 +771,75 @@ pub(super) async fn delete(
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &name);
     let f = fleet.clone();
-    st.engine(move |w| {
-        let entry = audit(&caller, "updateRuns.delete", &target, &request_id);
-        let (_, entry) = checked(w, &f, &name, &pre, entry)?;
-        let extras = StepWrites {
-            audit: Some(entry),
-            deleted_resources: vec![(KIND.to_string(), name.clone())],
-            ..StepWrites::default()
-        };
-        w.command_step(&Command::DeleteRun { name }, extras)
-            .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
-        Ok(())
+    let n = name.clone();
+    let pending = st
+        .engine(move |w| {
+            let entry = audit(&caller, "updateRuns.delete", &target, &request_id);
+            let (meta, entry) = checked(w, &f, &name, &pre, entry)?;
+            let state = w
+                .engine()
+                .status(&name)
+                .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?
+                .status
+                .state;
+            if !matches!(
+                state,
+                waverun_core::State::Running
+                    | waverun_core::State::Pending
+                    | waverun_core::State::Stopping
+            ) {
+                let extras = StepWrites {
+                    audit: Some(entry),
+                    deleted_resources: vec![(KIND.to_string(), name.clone())],
+                    ..StepWrites::default()
+                };
+                w.command_step(&Command::DeleteRun { name }, extras)
+                    .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+                return Ok(None);
+            }
+            // Marked in the same step that stops it: once Stopped, the engine thread deletes it
+            // (also after a restart).
+            let mut body = stored_body(&meta);
+            body[crate::daemon::DELETE_REQUESTED] = json!({
+                "by": entry.who,
+                "requestId": entry.request_id,
+                "target": entry.target,
+            });
+            let mut marked = meta.clone();
+            marked.body = Some(body.to_string());
+            let extras = StepWrites {
+                audit: Some(entry),
+                resources: vec![marked],
+                ..StepWrites::default()
+            };
+            if state == waverun_core::State::Stopping {
+                w.engine()
+                    .record(extras)
+                    .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+            } else {
+                w.command_step(&Command::StopRun { name: name.clone() }, extras)
+                    .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+            }
+            match find(w, &name) {
+                Ok(meta) => Ok(Some(run_resource(w, &f, &meta)?)),
+                // Stopped at once, and deleted in the same turn.
+                Err(_) => Ok(None),
+            }
+        })
+        .await?;
+    Ok(match pending {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some((v, etag)) => {
+            let mut r = respond(StatusCode::ACCEPTED, &etag, &v);
+            let location = format!("/api/v1/fleets/{fleet}/updateRuns/{n}");
+            if let Ok(v) = axum::http::HeaderValue::from_str(&location) {
+                r.headers_mut().insert(axum::http::header::LOCATION, v);
+            }
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("5"),
+            );
+            r
+        }
     })
-    .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -65,7 +65,9 @@ impl fmt::Display for CliError {
                 target: Some(t),
                 detail,
                 ..
-            } if !t.is_empty() => write!(f, "{t}: {detail}"),
+            } if !t.is_empty() && !detail.starts_with(&format!("{t}: ")) => {
+                write!(f, "{t}: {detail}")
+            }
             CliError::Api { detail, .. } => write!(f, "{detail}"),
             CliError::Connect { server, reason } => write!(
                 f,
@@ -116,6 +118,15 @@ pub struct Client {
     fleet: String,
     agent: ureq::Agent,
     tls: ureq::tls::TlsConfig,
+}
+
+/// `--verbose` (1: each request and its status) and `--debug` (2: and the answers' bodies)
+/// on stderr, for this process.
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Sets how much the client says about its requests on stderr (see [`VERBOSITY`]).
+pub fn set_verbosity(level: u8) {
+    VERBOSITY.store(level, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl Client {
@@ -218,8 +229,16 @@ impl Client {
         let req = req
             .body(text)
             .map_err(|e| CliError::Usage(format!("{url}: {e}")))?;
+        let began = std::time::Instant::now();
         let mut resp = self.agent.run(req).map_err(|e| self.connect_error(e))?;
         let status = resp.status().as_u16();
+        let verbosity = VERBOSITY.load(std::sync::atomic::Ordering::Relaxed);
+        if verbosity > 0 {
+            eprintln!(
+                "{method} {url} -> {status} ({} ms)",
+                began.elapsed().as_millis()
+            );
+        }
         let etag = resp
             .headers()
             .get("etag")
@@ -231,6 +250,9 @@ impl Client {
             .limit(256 * 1024 * 1024)
             .read_to_string()
             .map_err(|e| CliError::Other(format!("{method} {url}: reading the answer: {e}")))?;
+        if verbosity > 1 && !text.is_empty() {
+            eprintln!("{text}");
+        }
         let parsed = if text.trim().is_empty() {
             Value::Null
         } else {

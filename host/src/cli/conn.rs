@@ -1,5 +1,7 @@
 //! The flags every command that talks to a daemon takes — `--server`, `--token`,
-//! `-f/--fleet-name`, `-o` (and Azure's `-g`, accepted and ignored) — and the [`Ctx`] they make:
+//! `-f/--fleet-name`, `-o`, and `az`'s global arguments (`--query`, `--only-show-errors`,
+//! `--verbose`, `--debug`; `-g` and `--subscription` accepted and ignored) — and the [`Ctx`]
+//! they make:
 //! the client, the output format, and the flags to repeat in a hint (`waverun gate approve ...`).
 
 use super::client::{CliError, Client, DEFAULT_SERVER};
@@ -44,6 +46,23 @@ pub struct Conn {
     /// system's bundle).
     #[arg(long, env = "WAVERUN_CA_FILE", value_name = "FILE")]
     pub ca_file: Option<std::path::PathBuf>,
+    /// A JMESPath query applied to the output before it is printed, as in `az` (e.g.
+    /// `--query id -o tsv`, `--query "[?status.state=='Running'].name"`).
+    #[arg(long, value_name = "JMESPATH")]
+    pub query: Option<String>,
+    /// Azure's subscription: accepted for `az fleet` compatibility and ignored (a daemon
+    /// serves one fleet).
+    #[arg(long, hide = true, value_name = "ID")]
+    pub subscription: Option<String>,
+    /// Print errors only: no hints or warnings on stderr.
+    #[arg(long)]
+    pub only_show_errors: bool,
+    /// Print each request to the daemon and its answer's status on stderr.
+    #[arg(long)]
+    pub verbose: bool,
+    /// As --verbose, and the answers' bodies too (never the token).
+    #[arg(long)]
+    pub debug: bool,
 }
 
 /// What a command works with.
@@ -54,11 +73,21 @@ pub struct Ctx {
     pub output: Output,
     /// The flags a printed command must repeat (`--server` when not the default, `-f`).
     pub flags: String,
+    /// `--only-show-errors`: no hints.
+    pub quiet: bool,
 }
 
 impl Conn {
     /// The client: the fleet named, else the one the daemon says it serves.
     pub fn connect(&self) -> Result<Ctx, CliError> {
+        if let Some(q) = &self.query {
+            super::output::set_query(q)?;
+        }
+        super::client::set_verbosity(if self.debug {
+            2
+        } else {
+            u8::from(self.verbose)
+        });
         let token = self.token.clone().filter(|t| !t.is_empty());
         let tls = super::client::tls_config(&self.server, self.ca_file.as_deref())?;
         let fleet = match &self.fleet {
@@ -79,6 +108,7 @@ impl Conn {
             client: Client::new(&self.server, token, &fleet, tls),
             output: Output::or_default(self.output),
             flags,
+            quiet: self.only_show_errors,
         })
     }
 }
@@ -113,7 +143,9 @@ impl Ctx {
 
     /// A hint for people, on stderr (stdout is data).
     pub fn hint(&self, text: &str) {
-        eprintln!("{text}");
+        if !self.quiet {
+            eprintln!("{text}");
+        }
     }
 }
 

@@ -188,7 +188,14 @@ pub(crate) enum LogFormat {
 /// Parses the command line, runs the command, and says how it went as the exit code: 0, or 2
 /// with `error: ...` on stderr.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = match at_files(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     let mut out = std::io::stdout().lock();
     match run(cli, &mut out).and_then(|()| Ok(out.flush()?)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -205,6 +212,50 @@ pub fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The client commands, whose values take `az`'s `@file`.
+const CLIENT_COMMANDS: &[&str] = &[
+    "member",
+    "updatestrategy",
+    "updaterun",
+    "gate",
+    "autoupgradeprofile",
+];
+
+/// The arguments with `az`'s `@file` expanded, for the client commands: a value `@PATH` (or
+/// `--flag=@PATH`) is the file's content (`--stages @stages.json`); a trailing newline is
+/// dropped. A file that cannot be read is an error naming it.
+fn at_files(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>, String> {
+    let client = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .is_some_and(|a| CLIENT_COMMANDS.contains(&a));
+    if !client {
+        return Ok(args);
+    }
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|t| t.strip_suffix('\n').unwrap_or(&t).to_string())
+            .map_err(|e| format!("@{path}: the file cannot be read: {e}"))
+    };
+    args.into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let Some(text) = a.to_str().filter(|_| i > 1) else {
+                return Ok(a);
+            };
+            if let Some(path) = text.strip_prefix('@').filter(|p| !p.is_empty()) {
+                return read(path).map(Into::into);
+            }
+            match text.split_once("=@") {
+                Some((flag, path)) if flag.starts_with("--") && !path.is_empty() => {
+                    read(path).map(|v| format!("{flag}={v}").into())
+                }
+                _ => Ok(a),
+            }
+        })
+        .collect()
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -100,6 +100,22 @@ pub enum ProfileCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Wait until a profile is in a condition (as `az fleet autoupgradeprofile wait`).
+    #[command(after_help = "Example:\n  waverun autoupgradeprofile wait -n patches --created")]
+    Wait {
+        /// The profile's name.
+        #[arg(
+            short = 'n',
+            long = "name",
+            visible_alias = "profile-name",
+            visible_alias = "auto-upgrade-profile-name"
+        )]
+        name: String,
+        #[command(flatten)]
+        wait: super::resources::WaitFor,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Delete a profile (the runs it generated stay, and go on).
     #[command(after_help = "Example:\n  waverun autoupgradeprofile delete -n patches --yes")]
     Delete {
@@ -295,6 +311,15 @@ pub fn profile(cmd: ProfileCmd, out: &mut dyn Write) -> Result<(), CliError> {
             let ctx = conn.connect()?;
             let items = list_all(&ctx, "/autoUpgradeProfiles")?;
             print_list(&ctx, out, items, profile_table)
+        }
+        ProfileCmd::Wait { name, wait, conn } => {
+            let ctx = conn.connect()?;
+            super::resources::wait_for(
+                &ctx,
+                &format!("/autoUpgradeProfiles/{name}"),
+                &format!("auto-upgrade profile {name}"),
+                &wait,
+            )
         }
         ProfileCmd::Delete { name, yes, conn } => {
             let ctx = conn.connect()?;

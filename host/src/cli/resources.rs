@@ -76,6 +76,30 @@ pub enum MemberCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Describe a member again through its provider and write it back (as `az fleet member
+    /// reconcile`): its status, versions and labels as the cluster has them now.
+    #[command(after_help = "Example:\n  waverun member reconcile -n prod-eu-1")]
+    Reconcile {
+        /// The member's name.
+        #[arg(short = 'n', long = "name")]
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Wait until a member is in a condition (as `az fleet member wait`).
+    #[command(
+        after_help = "Examples:\n  waverun member wait -n prod-eu-1 --created\n  \
+        waverun member wait -n prod-eu-1 --custom \"status.kubernetesVersion=='1.33.3'\" --timeout 600"
+    )]
+    Wait {
+        /// The member's name.
+        #[arg(short = 'n', long = "name", visible_alias = "fleet-member-name")]
+        name: String,
+        #[command(flatten)]
+        wait: WaitFor,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Delete a member (refused while a started run includes it).
     #[command(after_help = "Example:\n  waverun member delete -n prod-eu-1 --yes")]
     Delete {
@@ -125,6 +149,17 @@ pub enum StrategyCmd {
     /// List the strategies.
     #[command(after_help = "Example:\n  waverun updatestrategy list")]
     List {
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Wait until a strategy is in a condition (as `az fleet updatestrategy wait`).
+    #[command(after_help = "Example:\n  waverun updatestrategy wait -n safe-rollout --deleted")]
+    Wait {
+        /// The strategy's name.
+        #[arg(short = 'n', long = "name", visible_alias = "update-strategy-name")]
+        name: String,
+        #[command(flatten)]
+        wait: WaitFor,
         #[command(flatten)]
         conn: Conn,
     },
@@ -243,6 +278,107 @@ pub enum GateCmd {
     },
 }
 
+/// `az`'s wait conditions (`--created`, `--updated`, `--deleted`, `--exists`, `--custom`):
+/// exactly one of them; the resource is read every `--interval` seconds until it holds or
+/// `--timeout` passes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WaitFor {
+    /// Until it exists and its provisioningState is Succeeded.
+    #[arg(long)]
+    pub created: bool,
+    /// Until its provisioningState is Succeeded.
+    #[arg(long)]
+    pub updated: bool,
+    /// Until it is gone.
+    #[arg(long)]
+    pub deleted: bool,
+    /// Until it exists.
+    #[arg(long)]
+    pub exists: bool,
+    /// Until this JMESPath query on it (as `show -o json` prints it) is true, e.g.
+    /// "provisioningState=='Succeeded'".
+    #[arg(long, value_name = "JMESPATH")]
+    pub custom: Option<String>,
+    /// Seconds between two reads.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub interval: u64,
+    /// How long to wait at most (seconds, or 90s, 30m, 2h).
+    #[arg(long, value_name = "DURATION", default_value = "3600")]
+    pub timeout: String,
+}
+
+/// What a wait waits for, once checked.
+enum Until {
+    Created,
+    Updated,
+    Deleted,
+    Exists,
+    Custom(String),
+}
+
+impl WaitFor {
+    /// The one condition given.
+    fn until(&self) -> Result<Until, CliError> {
+        let mut given = Vec::new();
+        if self.created {
+            given.push(Until::Created);
+        }
+        if self.updated {
+            given.push(Until::Updated);
+        }
+        if self.deleted {
+            given.push(Until::Deleted);
+        }
+        if self.exists {
+            given.push(Until::Exists);
+        }
+        if let Some(q) = &self.custom {
+            output::check_query(q, "--custom")?;
+            given.push(Until::Custom(q.clone()));
+        }
+        match given.len() {
+            1 => Ok(given.pop().expect("one")),
+            n => Err(CliError::Usage(format!(
+                "wait: give exactly one of --created, --updated, --deleted, --exists, --custom ({n} given)"
+            ))),
+        }
+    }
+}
+
+/// Waits until the resource at `path` (`what`, for messages) is as `wait` says; an error when
+/// `--timeout` passes first (exit 3, as `updaterun wait`).
+pub fn wait_for(ctx: &Ctx, path: &str, what: &str, wait: &WaitFor) -> Result<(), CliError> {
+    let until = wait.until()?;
+    let timeout = super::runs::parse_duration(&wait.timeout)?;
+    let every = std::time::Duration::from_secs(wait.interval.max(1));
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let current = read(ctx, path)?;
+        let succeeded = |r: &Value| {
+            let state = r["properties"]["provisioningState"].as_str();
+            state.is_none_or(|s| s == "Succeeded")
+        };
+        let holds = match (&until, &current) {
+            (Until::Deleted, None) => true,
+            (Until::Exists, Some(_)) => true,
+            (Until::Created | Until::Updated, Some(r)) => succeeded(r),
+            (Until::Custom(q), Some(r)) => output::truthy(q, &flatten(r))?,
+            _ => false,
+        };
+        if holds {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(CliError::Wait {
+                message: format!("{what}: the wait timed out after {} s", timeout.as_secs()),
+                timed_out: true,
+            });
+        }
+        std::thread::sleep(every.min(left));
+    }
+}
+
 /// A gate's state, as the flags take it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum GateState {
@@ -326,7 +462,23 @@ pub fn delete(ctx: &Ctx, path: &str, what: &str, yes: bool) -> Result<(), CliErr
     let current = ctx.client.get(path)?;
     confirm(what, yes)?;
     let pre = etag_of(&current.body).map_or(Precondition::None, Precondition::Match);
-    ctx.client.call("DELETE", path, None, pre)?;
+    let r = ctx.client.call("DELETE", path, None, pre)?;
+    if r.status == 202 {
+        // A started run: stopped first, deleted once its upgrades in flight have finished.
+        ctx.hint(&format!(
+            "{what} is stopping: it is deleted once the upgrades in flight finish"
+        ));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(24 * 3600);
+        while read(ctx, path)?.is_some() {
+            if std::time::Instant::now() > deadline {
+                return Err(CliError::Wait {
+                    message: format!("{what}: still not deleted after a day"),
+                    timed_out: true,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    }
     ctx.hint(&format!("deleted {what}"));
     Ok(())
 }
@@ -481,6 +633,33 @@ pub fn member(cmd: MemberCmd, out: &mut dyn Write) -> Result<(), CliError> {
             let ctx = conn.connect()?;
             let items = list_all(&ctx, "/members")?;
             print_list(&ctx, out, items, member_table)
+        }
+        MemberCmd::Reconcile { name, conn } => {
+            let ctx = conn.connect()?;
+            let path = format!("/members/{name}");
+            let current = ctx.client.get(&path)?;
+            // The binding as it is, written back: the daemon describes the cluster again.
+            let mut p = current.body["properties"].clone();
+            if let Some(m) = p.as_object_mut() {
+                m.remove("status");
+                m.remove("provisioningState");
+            }
+            let pre = etag_of(&current.body).map_or(Precondition::None, Precondition::Match);
+            let r = ctx
+                .client
+                .call("PUT", &path, Some(&json!({ "properties": p })), pre)?;
+            show(&ctx, out, &r.body, |m| {
+                member_table(std::slice::from_ref(m))
+            })
+        }
+        MemberCmd::Wait { name, wait, conn } => {
+            let ctx = conn.connect()?;
+            wait_for(
+                &ctx,
+                &format!("/members/{name}"),
+                &format!("member {name}"),
+                &wait,
+            )
         }
         MemberCmd::Delete { name, yes, conn } => {
             let ctx = conn.connect()?;
@@ -674,6 +853,15 @@ pub fn strategy(cmd: StrategyCmd, out: &mut dyn Write) -> Result<(), CliError> {
             let ctx = conn.connect()?;
             let items = list_all(&ctx, "/updateStrategies")?;
             print_list(&ctx, out, items, strategy_table)
+        }
+        StrategyCmd::Wait { name, wait, conn } => {
+            let ctx = conn.connect()?;
+            wait_for(
+                &ctx,
+                &format!("/updateStrategies/{name}"),
+                &format!("update strategy {name}"),
+                &wait,
+            )
         }
         StrategyCmd::Delete { name, yes, conn } => {
             let ctx = conn.connect()?;

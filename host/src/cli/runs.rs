@@ -200,9 +200,11 @@ pub enum RunCmd {
         /// The run's name.
         #[arg(short = 'n', long = "name")]
         name: String,
-        /// The state to wait for.
-        #[arg(long, value_enum, required_unless_present_any = ["created", "deleted"])]
-        custom: Option<RunState>,
+        /// The state to wait for (NotStarted, Running, Stopping, Stopped, Completed, Failed,
+        /// Skipped), or, as in `az`, a JMESPath query on the run (as `show -o json` prints it)
+        /// to wait until it is true.
+        #[arg(long, value_name = "STATE|JMESPATH", required_unless_present_any = ["created", "deleted"])]
+        custom: Option<String>,
         /// Wait until the run exists.
         #[arg(long, conflicts_with_all = ["custom", "deleted"])]
         created: bool,
@@ -542,8 +544,38 @@ pub fn run(cmd: RunCmd, out: &mut dyn Write) -> Result<(), CliError> {
             conn,
         } => {
             let timeout = parse_duration(&timeout)?;
+            // A state's name, or else a JMESPath query.
+            let state = custom
+                .as_deref()
+                .and_then(|c| <RunState as clap::ValueEnum>::from_str(c, false).ok());
+            if let (Some(q), None) = (&custom, state) {
+                output::check_query(q, "--custom")?;
+            }
+            let query = custom.clone().filter(|_| state.is_none());
+            let custom = state;
             let ctx = conn.connect()?;
             let every = Duration::from_secs(interval.max(1));
+            if let Some(q) = query {
+                let held = std::cell::Cell::new(false);
+                let (outcome, _) = wait_until(&ctx, &name, timeout, every, |run| {
+                    let r = run?;
+                    let truth = output::truthy(&q, &output::flatten(r)).unwrap_or(false);
+                    held.set(truth);
+                    let s = state_of(r);
+                    let ended =
+                        matches!(s.as_str(), "Completed" | "Failed" | "Skipped" | "Stopped");
+                    (truth || ended).then_some(s)
+                })?;
+                return if held.get() {
+                    writeln!(out, "{name}: {q}")?;
+                    Ok(())
+                } else {
+                    Err(CliError::Wait {
+                        message: format!("update run {name} ended {outcome} before {q} held"),
+                        timed_out: false,
+                    })
+                };
+            }
             let (outcome, _) = wait_until(&ctx, &name, timeout, every, |run| match run {
                 None if deleted => Some("deleted".to_string()),
                 None => None,

@@ -89,8 +89,6 @@ impl MemberBinding {
         let m = self.member(d);
         let mut p = json!({
             "provider": self.provider,
-            "clusterRef": self.cluster_ref,
-            "group": self.group,
             "labels": self.labels,
             "longTermSupport": self.long_term_support,
             "status": {
@@ -107,6 +105,13 @@ impl MemberBinding {
         }
         if let Some(id) = &self.cluster_resource_id {
             p["clusterResourceId"] = json!(id);
+        }
+        // Unset, as Azure shows it: absent (not null).
+        if let Some(r) = &self.cluster_ref {
+            p["clusterRef"] = r.clone();
+        }
+        if let Some(g) = &self.group {
+            p["group"] = json!(g);
         }
         p
     }

@@ -34,4 +34,4 @@ pub use members::{member_resource, observe_members, observe_releases, MemberBind
 pub use metrics::Metrics;
 pub use operations::{Action, CallTo, Lifecycle, Policy, ProviderWait, Tracked};
 pub use step::{Outbox, StepJournal};
-pub use worker::{Daemon, Gone, Measurements, Providers, Worker};
+pub use worker::{Daemon, Gone, Measurements, Providers, Worker, DELETE_REQUESTED};

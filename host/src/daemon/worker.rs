@@ -32,7 +32,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use waverun_core::health::{Measurement, Verdict};
-use waverun_core::{CheckPurpose, CheckRequest, Observation, UpgradeOperation};
+use waverun_core::{CheckPurpose, CheckRequest, EventKind, Observation, UpgradeOperation};
+
+/// The key, in a stored update run's properties, that says its deletion was asked for while it
+/// ran (`{by, requestId, target}`): the API stopped it, and the engine thread deletes it once
+/// it has stopped.
+pub const DELETE_REQUESTED: &str = "deleteRequested";
+
+/// The resource kind of update runs, as stored.
+const RUNS: &str = "updateRuns";
 
 /// The providers members are reached through, by name.
 pub type Providers = BTreeMap<String, Arc<dyn Provider>>;
@@ -213,6 +221,23 @@ impl Worker {
         for p in &applied.events {
             self.measure(&p.event);
         }
+        let ended: BTreeSet<String> = applied
+            .events
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p.event.kind(),
+                    EventKind::RunStopped
+                        | EventKind::RunCompleted
+                        | EventKind::RunFailed
+                        | EventKind::RunSkipped
+                )
+            })
+            .map(|p| p.event.run.clone())
+            .collect();
+        if !ended.is_empty() {
+            self.delete_requested_runs(ended);
+        }
         for op in &applied.operations {
             self.follow(op, false);
         }
@@ -220,6 +245,61 @@ impl Worker {
             self.start_check(req.clone());
         }
         self.drive();
+    }
+
+    /// Deletes those of `runs` whose deletion was asked for while they ran
+    /// ([`DELETE_REQUESTED`]) and that have ended: each in a step of its own, audited as the
+    /// request that asked for it.
+    fn delete_requested_runs(&mut self, runs: BTreeSet<String>) {
+        for name in runs {
+            let meta = match self.engine.stored().resource(RUNS, &name) {
+                Ok(Some(m)) => m,
+                _ => continue,
+            };
+            let body: serde_json::Value = meta
+                .body
+                .as_deref()
+                .and_then(|b| serde_json::from_str(b).ok())
+                .unwrap_or_default();
+            let asked = &body[DELETE_REQUESTED];
+            if !asked.is_object() {
+                continue;
+            }
+            let ended = match self.engine.status(&name) {
+                Ok(s) => matches!(
+                    s.status.state,
+                    waverun_core::State::Stopped
+                        | waverun_core::State::Completed
+                        | waverun_core::State::Failed
+                        | waverun_core::State::Skipped
+                ),
+                Err(_) => false,
+            };
+            if !ended {
+                continue;
+            }
+            let text = |k: &str| asked[k].as_str().unwrap_or_default().to_string();
+            let entry = crate::store::NewAudit {
+                at: crate::now_rfc3339(),
+                who: text("by"),
+                action: "updateRuns.delete".to_string(),
+                target: text("target"),
+                request_id: text("requestId"),
+                key: format!("delete-after-stop:{name}:{}", meta.last_modified_at),
+                outcome: "ok".to_string(),
+                detail: Some("deleted once stopped, as asked while it ran".to_string()),
+            };
+            let writes = StepWrites {
+                audit: Some(entry),
+                deleted_resources: vec![(RUNS.to_string(), name.clone())],
+                ..StepWrites::default()
+            };
+            let command = waverun_core::Command::DeleteRun { name: name.clone() };
+            match self.command_step(&command, writes) {
+                Ok(_) => tracing::info!(run = %name, "deleted once stopped, as asked"),
+                Err(e) => tracing::error!(run = %name, error = %e, "deleting a stopped run failed"),
+            }
+        }
     }
 
     /// Starts one measurement on the checks' runtime, unless it is being taken already. Its
@@ -676,6 +756,9 @@ impl Daemon {
                 }
                 w.start_unsent_checks();
                 w.drive();
+                // Runs whose deletion was asked for and that stopped while the daemon was down.
+                let asked = w.engine.stored().resources(RUNS).unwrap_or_default();
+                w.delete_requested_runs(asked.into_iter().map(|m| m.name).collect());
                 run(w, rx)
             })
             .expect("spawn the engine thread");
