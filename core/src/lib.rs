@@ -221,10 +221,10 @@
 //! - A generated run is one per profile at a time while it is Running or Stopping: Stopped,
 //!   Failed, Completed and Skipped runs have ended, and the newest waiting target then runs. A
 //!   user cannot start (or resume) a generated run while another of the same profile runs.
-//! - A generated run's name is `{profile}-{x-y-z}` for a Kubernetes target and
-//!   `{profile}-{8 hex digits}` (a hash of the images) for node images; catch-up runs of the
-//!   same target add `-2`, `-3`, ...; a name over 50 characters keeps the head of the profile's
-//!   name and hashes the rest. A run never started that a newer target supersedes is deleted
+//! - A generated run's name is Azure's `auto-{profile}-{channel}-{key}`, the channel in lower
+//!   case, the key `x-y-z` for a Kubernetes target and 8 hex digits (a hash of the images) for
+//!   node images; catch-up runs of the same target add `-2`, `-3`, ...; a name over 50
+//!   characters keeps its head and hashes the rest. A run never started that a newer target supersedes is deleted
 //!   (`RunDeleted`, and the new run's `RunGenerated` says which it supersedes).
 //! - Catch-up triggers are a member joining behind the target and re-enabling: a run that ends
 //!   with members behind does not generate another run for the same target (a member that

@@ -183,12 +183,19 @@ pub fn resolve(
     })
 }
 
-/// The name of the run `profile` generates for `versions`; `attempt` 1 for the first run of a
-/// target, 2, 3, ... for catch-up runs of the same target. A function of its arguments only:
-/// generating twice names the same run. `patches` + `["1.30.5"]` → `patches-1-30-5`; node
-/// images → `nightly-` and 8 hex digits of a hash of the versions; a name that would be longer
-/// than 50 characters keeps the head of the profile's name and hashes the rest.
-pub fn generated_run_name(profile: &str, versions: &[String], attempt: u32) -> String {
+/// The name of the run `profile` (of `channel`) generates for `versions`, in Azure's form
+/// `auto-{profile}-{channel}-{key}`; `attempt` 1 for the first run of a target, 2, 3, ... for
+/// catch-up runs of the same target. A function of its arguments only: generating twice names
+/// the same run. `patches` (TargetKubernetesVersion) + `["1.30.5"]` →
+/// `auto-patches-targetkubernetesversion-1-30-5`; node images → 8 hex digits of a hash of the
+/// versions as the key; a name that would be longer than 50 characters keeps its head and
+/// hashes the rest.
+pub fn generated_run_name(
+    profile: &str,
+    channel: UpgradeChannel,
+    versions: &[String],
+    attempt: u32,
+) -> String {
     let key = match versions {
         [v] if KubeVersion::parse(v).is_ok() => v.replace('.', "-"),
         _ => format!("{:08x}", fnv1a(versions.join("\n").as_bytes())),
@@ -198,15 +205,31 @@ pub fn generated_run_name(profile: &str, versions: &[String], attempt: u32) -> S
     } else {
         String::new()
     };
-    let name = format!("{profile}-{key}{suffix}");
+    let channel = channel_name(channel).to_ascii_lowercase();
+    let name = format!("auto-{profile}-{channel}-{key}{suffix}");
     if name.len() <= MAX_NAME_CHARS {
         return name;
     }
-    let hash = format!("{:08x}", fnv1a(format!("{profile}\n{key}").as_bytes()));
+    let hash = format!(
+        "{:08x}",
+        fnv1a(format!("{profile}\n{channel}\n{key}").as_bytes())
+    );
+    let head = format!("auto-{profile}-{channel}");
     let room = MAX_NAME_CHARS.saturating_sub(1 + hash.len() + suffix.len());
     // Names are ASCII (the name rule), so any byte index is a character boundary.
-    let head = profile[..room.min(profile.len())].trim_end_matches('-');
+    let head = head[..room.min(head.len())].trim_end_matches('-');
     format!("{head}-{hash}{suffix}")
+}
+
+/// A channel's name, as Azure spells it.
+fn channel_name(channel: UpgradeChannel) -> &'static str {
+    match channel {
+        UpgradeChannel::Rapid => "Rapid",
+        UpgradeChannel::Stable => "Stable",
+        UpgradeChannel::TargetKubernetesVersion => "TargetKubernetesVersion",
+        UpgradeChannel::NodeImage => "NodeImage",
+        UpgradeChannel::SecurityPatch => "SecurityPatch",
+    }
 }
 
 /// FNV-1a, 32 bits: a stable, dependency-free hash for names (not for security).

@@ -39,8 +39,7 @@
 //! (`shared/spec/update-runs.md` section 2), where Azure puts the member somewhere undocumented.
 //! The lines whose checks depend on that run starting are marked [`Line::diverging`] with the
 //! reason: they are run, must fail, and are counted apart (a line that starts passing is
-//! reported, so the mark is removed). One more line diverges for now: generated run names
-//! (`auto-{profile}-{channel}`, not yet waverun's).
+//! reported, so the mark is removed).
 
 mod http_support;
 mod process_support;
@@ -711,7 +710,7 @@ fn hubless_lines() -> Vec<Line> {
         line("A34", "fleet autoupgradeprofile list -g {rg} -f {fleet_name}", vec![check("length([])", 2)]),
         line("A35", "fleet autoupgradeprofile generate-update-run -g {rg} -f {fleet_name} --auto-upgrade-profile-name {autoupgradeprofile_name}",
             vec![check("contains(id, 'auto-{autoupgradeprofile_name}-rapid')", true)])
-            .diverging("waverun names generated runs {profile}-{version}, not auto-{profile}-{channel}; and the profile's strategy has the two-group member"),
+            .diverging(TWO_GROUPS),
         line("A36", "fleet autoupgradeprofile delete -g {rg} -f {fleet_name} -n {autoupgradeprofile_name} --yes", vec![]),
         line("A37", "fleet updatestrategy delete -g {rg} -f {fleet_name} -n {updateStrategy_name} --yes", vec![]),
         line("A38", "fleet member delete -g {rg} --fleet-name {fleet_name} -n {member_name} --yes", vec![]),
@@ -1002,4 +1001,342 @@ fn the_harness_splits_formats_and_compares_as_the_testsdk_does() {
     );
     // NoneCheck.
     assert!(is_empty_output("\n") && is_empty_output("[]\n") && !is_empty_output("x: done\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// az's global arguments and wait verbs, as Azure's docs use them (no scenario line uses them).
+
+/// `waverun ARGS` against `server`, the arguments as `&str`.
+fn az(server: &str, args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    waverun(server, &args)
+}
+
+#[test]
+fn azs_global_arguments_query_output_verbosity_and_at_files_work_as_in_azures_docs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (life, server) = daemon(dir.path(), &["m1", "m2"]);
+    // `@file` for any value; `--subscription` and `-g` accepted.
+    let labels = dir.path().join("labels.txt");
+    std::fs::write(&labels, "team=fleet ring=0\n").unwrap();
+    let at = format!("@{}", labels.display());
+    let (code, out, err) = az(
+        &server,
+        &[
+            "member",
+            "create",
+            "-n",
+            "m1",
+            "--update-group",
+            "g1",
+            "--labels",
+            &at,
+            "--subscription",
+            SUBSCRIPTION,
+            "-g",
+            RG,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let m: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&m["labels"]["team"], &m["labels"]["ring"]),
+        (&json!("fleet"), &json!("0"))
+    );
+    let (code, _, err) = az(
+        &server,
+        &[
+            "member",
+            "create",
+            "-n",
+            "m2",
+            "--labels",
+            "@/nonexistent/labels",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("@/nonexistent/labels"), "{err}");
+    // `--query id -o tsv`, as in Azure's docs: the value alone.
+    let (code, out, err) = az(
+        &server,
+        &["member", "show", "-n", "m1", "--query", "id", "-o", "tsv"],
+    );
+    assert_eq!(
+        (code, out.as_str()),
+        (0, format!("/fleets/{FLEET}/members/m1\n").as_str()),
+        "{err}"
+    );
+    // A projection of a list as tsv: one line per item, tab-separated.
+    az(
+        &server,
+        &["member", "create", "-n", "m2", "--update-group", "g2"],
+    );
+    let (code, out, _) = az(
+        &server,
+        &["member", "list", "--query", "[].[name, group]", "-o", "tsv"],
+    );
+    assert_eq!((code, out.as_str()), (0, "m1\tg1\nm2\tg2\n"));
+    // A filter, printed as JSON.
+    let (_, out, _) = az(
+        &server,
+        &[
+            "member",
+            "list",
+            "--query",
+            "[?group=='g2'].name",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!(["m2"]));
+    // yaml and the coloured variants (ANSI colours only in jsonc and yamlc).
+    let (_, yaml, _) = az(
+        &server,
+        &[
+            "member",
+            "show",
+            "-n",
+            "m1",
+            "--query",
+            "{nm: name}",
+            "-o",
+            "yaml",
+        ],
+    );
+    assert_eq!(yaml.trim(), "nm: m1");
+    let (_, jsonc, _) = az(&server, &["member", "show", "-n", "m1", "-o", "jsonc"]);
+    assert!(jsonc.contains("\x1b["), "{jsonc}");
+    let (_, yamlc, _) = az(&server, &["member", "show", "-n", "m1", "-o", "yamlc"]);
+    assert!(yamlc.contains("\x1b[") && yamlc.contains("m1"), "{yamlc}");
+    // `-o none`: nothing at all.
+    let (code, out, _) = az(&server, &["member", "show", "-n", "m1", "-o", "none"]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    // A query that is not JMESPath is a usage error naming it.
+    let (code, _, err) = az(
+        &server,
+        &["member", "show", "-n", "m1", "--query", "[?name=="],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("--query"), "{err}");
+    // `--verbose`: each request and its status on stderr; `--debug` the answers too; the
+    // token never.
+    let (code, _, err) = az(
+        &server,
+        &[
+            "member",
+            "show",
+            "-n",
+            "m1",
+            "--verbose",
+            "--token",
+            "tok-SECRET-1",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        err.contains("GET ") && err.contains("/members/m1 -> 200"),
+        "{err}"
+    );
+    assert!(!err.contains("tok-SECRET-1"), "{err}");
+    let (_, _, err) = az(
+        &server,
+        &[
+            "member",
+            "show",
+            "-n",
+            "m1",
+            "--debug",
+            "--token",
+            "tok-SECRET-1",
+        ],
+    );
+    assert!(
+        err.contains("\"clusterRef\"") || err.contains("\"labels\""),
+        "{err}"
+    );
+    assert!(!err.contains("tok-SECRET-1"), "{err}");
+    // `--only-show-errors`: no hints.
+    let (code, _, err) = az(
+        &server,
+        &[
+            "member",
+            "delete",
+            "-n",
+            "m2",
+            "--yes",
+            "--only-show-errors",
+        ],
+    );
+    assert_eq!((code, err.as_str()), (0, ""));
+    drop(life);
+}
+
+#[test]
+fn azs_wait_verbs_wait_for_one_condition_and_time_out_with_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let (life, server) = daemon(dir.path(), &["m1"]);
+    az(
+        &server,
+        &["member", "create", "-n", "m1", "--update-group", "g1"],
+    );
+    // Conditions that hold return at once, printing nothing (az's wait prints nothing).
+    for cond in [
+        vec!["--created"],
+        vec!["--updated"],
+        vec!["--exists"],
+        vec!["--custom", "provisioningState=='Succeeded' && group=='g1'"],
+    ] {
+        let mut args = vec![
+            "member",
+            "wait",
+            "--fleet-member-name",
+            "m1",
+            "--interval",
+            "1",
+        ];
+        args.extend(cond.iter().copied());
+        let (code, out, err) = az(&server, &args);
+        assert_eq!((code, out.as_str()), (0, ""), "{cond:?}: {err}");
+    }
+    // One condition only, and a JMESPath one that compiles.
+    let (code, _, err) = az(
+        &server,
+        &["member", "wait", "-n", "m1", "--created", "--deleted"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("exactly one"), "{err}");
+    let (code, _, err) = az(
+        &server,
+        &["member", "wait", "-n", "m1", "--custom", "group=="],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--custom"), "{err}");
+    // A condition that does not come: exit 3 once the timeout passes.
+    let (code, _, err) = az(
+        &server,
+        &[
+            "member",
+            "wait",
+            "-n",
+            "m1",
+            "--deleted",
+            "--interval",
+            "1",
+            "--timeout",
+            "2",
+        ],
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("timed out"), "{err}");
+    // The same verb on strategies and profiles.
+    let stages = r#"{"stages": [{"name": "s", "groups": [{"name": "g1"}]}]}"#;
+    let (code, _, err) = az(
+        &server,
+        &["updatestrategy", "create", "-n", "st", "--stages", stages],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = az(
+        &server,
+        &[
+            "updatestrategy",
+            "wait",
+            "--update-strategy-name",
+            "st",
+            "--created",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    az(&server, &["updatestrategy", "delete", "-n", "st", "--yes"]);
+    let (code, _, err) = az(
+        &server,
+        &[
+            "updatestrategy",
+            "wait",
+            "-n",
+            "st",
+            "--deleted",
+            "--interval",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = az(
+        &server,
+        &[
+            "autoupgradeprofile",
+            "create",
+            "-n",
+            "p",
+            "-c",
+            "Rapid",
+            "--disabled",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = az(
+        &server,
+        &[
+            "autoupgradeprofile",
+            "wait",
+            "--auto-upgrade-profile-name",
+            "p",
+            "--custom",
+            "disabled",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // updaterun wait --custom takes a state, or a JMESPath query on the run.
+    let (code, _, err) = az(
+        &server,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r",
+            "--upgrade-type",
+            "NodeImageOnly",
+            "--node-image-selection",
+            "Latest",
+            "--stages",
+            stages,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = az(
+        &server,
+        &[
+            "updaterun",
+            "wait",
+            "-n",
+            "r",
+            "--custom",
+            "status.status.state=='NotStarted'",
+            "--timeout",
+            "30",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // Older az's `skip --skip-properties FILE`; a skip before the start shows at once.
+    let props = dir.path().join("skip_properties.json");
+    std::fs::write(&props, r#"{"targets": [{"type": "Group", "name": "g1"}]}"#).unwrap();
+    let (code, out, err) = az(
+        &server,
+        &[
+            "updaterun",
+            "skip",
+            "-n",
+            "r",
+            "--skip-properties",
+            props.to_str().unwrap(),
+            "--no-wait",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let run: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(run["status"]["status"]["state"], "NotStarted");
+    assert_eq!(
+        run["status"]["stages"][0]["groups"][0]["status"]["state"],
+        "Skipped"
+    );
+    drop(life);
 }

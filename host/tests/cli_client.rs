@@ -479,9 +479,13 @@ fn autoupgradeprofile_verbs_create_show_list_generate_and_delete_with_azures_fla
         s,
         &["autoupgradeprofile", "generate-update-run", "-n", "fast"],
     );
-    assert_eq!(g.json()["id"], "/fleets/default/updateRuns/fast-1-34-1");
+    assert_eq!(
+        g.json()["id"],
+        "/fleets/default/updateRuns/auto-fast-rapid-1-34-1"
+    );
     assert!(
-        g.stderr.contains("updaterun start -n fast-1-34-1"),
+        g.stderr
+            .contains("updaterun start -n auto-fast-rapid-1-34-1"),
         "{}",
         g.stderr
     );
@@ -495,7 +499,7 @@ fn autoupgradeprofile_verbs_create_show_list_generate_and_delete_with_azures_fla
         ],
     );
     assert_eq!(again.json()["id"], g.json()["id"]);
-    let run = ok(s, &["updaterun", "show", "-n", "fast-1-34-1"]).json();
+    let run = ok(s, &["updaterun", "show", "-n", "auto-fast-rapid-1-34-1"]).json();
     assert_eq!(run["status"]["status"]["state"], "NotStarted");
     assert_eq!(
         run["autoUpgradeProfileId"],
@@ -508,7 +512,7 @@ fn autoupgradeprofile_verbs_create_show_list_generate_and_delete_with_azures_fla
             && l.contains("Rapid")
             && l.contains("two")
             && l.contains("Succeeded 1.34.1")
-            && l.contains("fast-1-34-1")),
+            && l.contains("auto-fast-rapid-1-34-1")),
         "{list}"
     );
     let y = ok(
@@ -580,7 +584,9 @@ fn autoupgradeprofile_verbs_create_show_list_generate_and_delete_with_azures_fla
     );
     assert_eq!(asked.code, 0, "{}", asked.stderr);
     assert!(
-        asked.stderr.contains("pin-1-34-1 is not started"),
+        asked
+            .stderr
+            .contains("auto-pin-targetkubernetesversion-1-34-1 is not started"),
         "{}",
         asked.stderr
     );

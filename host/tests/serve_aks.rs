@@ -368,11 +368,12 @@ fn aks_preflight_skips_a_stopped_cluster_waits_out_a_busy_one_and_checks_each_up
             r["kubernetes"].to_string().contains("1.34.1").then_some(())
         });
     }
-    // aks-eastus-1 is stopped; AKS itself runs an operation on aks-westeurope-1 for 15 fake
-    // minutes (15 seconds here).
+    // aks-eastus-1 is stopped; AKS itself runs an operation on aks-westeurope-1 for an hour of
+    // fake time (a minute here): long enough that its first pre-flight finds it busy however
+    // late a loaded machine gets to it (15 fake minutes were not always).
     fake.inject(&json!([
         {"kind": "stop", "cluster": "aks-eastus-1"},
-        {"kind": "aksOperation", "cluster": "aks-westeurope-1", "seconds": 900},
+        {"kind": "aksOperation", "cluster": "aks-westeurope-1", "seconds": 3600},
     ]));
     let run = json!({"properties": {
         "strategy": {
@@ -408,7 +409,7 @@ fn aks_preflight_skips_a_stopped_cluster_waits_out_a_busy_one_and_checks_each_up
     );
     assert!(waiting["waitingOn"]["until"].is_string(), "{waiting:#}");
 
-    let (state, done) = eventually(240, "the run to end", || {
+    let (state, done) = eventually(420, "the run to end", || {
         let (state, s) = run_state(&api, "r1")?;
         matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
     });

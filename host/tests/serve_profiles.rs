@@ -120,7 +120,10 @@ fn a_release_in_the_simulated_calendar_generates_and_starts_the_profiles_run_whi
         .iter()
         .find(|(_, at)| *at > created.as_str())
         .unwrap_or_else(|| panic!("the daemon took too long: fleet time {created}"));
-    let run_name = format!("patches-{}", version.replace('.', "-"));
+    let run_name = format!(
+        "auto-patches-targetkubernetesversion-{}",
+        version.replace('.', "-")
+    );
     let shown = d.get("/autoUpgradeProfiles/patches", Some(ADMIN)).body;
     assert!(shown["properties"]["autoUpgradeProfileStatus"]["lastTriggerStatus"].is_null());
 
@@ -214,7 +217,7 @@ fn generate_update_run_returns_the_runs_id_and_the_same_run_twice_also_on_a_disa
             200 => {
                 let id = a.body["id"].as_str().unwrap().to_string();
                 assert!(
-                    id.starts_with("/fleets/default/updateRuns/fast-1-30-"),
+                    id.starts_with("/fleets/default/updateRuns/auto-fast-rapid-1-30-"),
                     "{id}"
                 );
                 let b = gen("fast");
@@ -252,7 +255,7 @@ fn generate_update_run_returns_the_runs_id_and_the_same_run_twice_also_on_a_disa
         assert!(asked.body["id"]
             .as_str()
             .unwrap()
-            .starts_with("/fleets/default/updateRuns/fast-1-30-"));
+            .starts_with("/fleets/default/updateRuns/auto-fast-rapid-1-30-"));
     }
     assert_eq!(gen("nope").status, 404);
     // The audit log has the generation requests.

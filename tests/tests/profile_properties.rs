@@ -374,7 +374,12 @@ fn build(g: &Gen) -> Scenario {
         .collect();
     let name_for = |p: usize, v: usize| {
         let p = p % profiles.len();
-        generated_run_name(&profiles[p].name, &[targets[v % targets.len()].clone()], 1)
+        generated_run_name(
+            &profiles[p].name,
+            profiles[p].channel,
+            &[targets[v % targets.len()].clone()],
+            1,
+        )
     };
     let mut actions: Vec<Action> = Vec::new();
     if let Some((_, _, t)) = g.manual {

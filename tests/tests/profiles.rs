@@ -145,20 +145,20 @@ fn rapid_follows_patches_of_the_newest_minor_and_moves_1_30_clusters_to_the_late
         generated(&r),
         [
             (
-                "fast-1-30-3".into(),
+                "auto-fast-rapid-1-30-3".into(),
                 v(&["1.30.3"]),
                 "2026-12-08T00:00:00Z".into()
             ),
             (
-                "fast-1-31-1".into(),
+                "auto-fast-rapid-1-31-1".into(),
                 v(&["1.31.1"]),
                 "2026-12-10T00:00:00Z".into()
             ),
         ]
     );
-    assert_eq!(run_state(&r, "fast-1-31-1"), State::Completed);
+    assert_eq!(run_state(&r, "auto-fast-rapid-1-31-1"), State::Completed);
     assert_eq!(
-        run_member(&r, "fast-1-31-1", "a")
+        run_member(&r, "auto-fast-rapid-1-31-1", "a")
             .kubernetes_version
             .as_deref(),
         Some("1.31.1")
@@ -191,14 +191,14 @@ fn stable_follows_patches_of_minor_n_minus_1_and_moves_1_29_clusters_to_the_late
                 "2026-12-08T00:00:00Z".into()
             ),
             (
-                "steady-1-30-3".into(),
+                "auto-steady-stable-1-30-3".into(),
                 v(&["1.30.3"]),
                 "2026-12-10T00:00:00Z".into()
             ),
         ]
     );
     assert_eq!(
-        run_member(&r, "steady-1-30-3", "a")
+        run_member(&r, "auto-steady-stable-1-30-3", "a")
             .kubernetes_version
             .as_deref(),
         Some("1.30.3")
@@ -255,17 +255,21 @@ fn target_kubernetes_version_1_30_with_1_30_5_published_generates_a_run_targetin
     assert_eq!(
         generated(&r),
         [(
-            "patches-1-30-5".into(),
+            "auto-patches-targetkubernetesversion-1-30-5".into(),
             v(&["1.30.5"]),
             "2026-12-08T00:00:00Z".into()
         )]
     );
-    let run = r.runs.iter().find(|x| x.name == "patches-1-30-5").unwrap();
+    let run = r
+        .runs
+        .iter()
+        .find(|x| x.name == "auto-patches-targetkubernetesversion-1-30-5")
+        .unwrap();
     assert_eq!(run.auto_upgrade_profile_name.as_deref(), Some("patches"));
     assert_eq!(run.status.status.state, State::Completed);
     for m in ["a", "b"] {
         assert_eq!(
-            run_member(&r, "patches-1-30-5", m)
+            run_member(&r, "auto-patches-targetkubernetesversion-1-30-5", m)
                 .kubernetes_version
                 .as_deref(),
             Some("1.30.5")
@@ -432,7 +436,7 @@ fn previews_are_never_targeted() {
     assert_eq!(
         generated(&r),
         [(
-            "fast-1-30-3".into(),
+            "auto-fast-rapid-1-30-3".into(),
             v(&["1.30.3"]),
             "2026-12-09T00:00:00Z".into()
         )]
@@ -451,7 +455,7 @@ fn a_member_more_than_one_minor_behind_is_skipped_with_minor_version_skip_saying
         ]),
         profile("name: fast, channel: Rapid")
     ));
-    let old = run_member(&r, "fast-1-30-1", "old");
+    let old = run_member(&r, "auto-fast-rapid-1-30-1", "old");
     assert_eq!(old.status.state, State::Skipped);
     let msg = old.message.as_deref().unwrap();
     assert!(
@@ -465,9 +469,9 @@ fn a_member_more_than_one_minor_behind_is_skipped_with_minor_version_skip_saying
         .unwrap();
     assert_eq!(skipped.reason(), Some(Reason::MinorVersionSkip));
     // The run itself completes: the member that can move does.
-    assert_eq!(run_state(&r, "fast-1-30-1"), State::Completed);
+    assert_eq!(run_state(&r, "auto-fast-rapid-1-30-1"), State::Completed);
     assert_eq!(
-        run_member(&r, "fast-1-30-1", "new").status.state,
+        run_member(&r, "auto-fast-rapid-1-30-1", "new").status.state,
         State::Completed
     );
 }
@@ -520,8 +524,14 @@ fn a_release_that_matches_the_channel_generates_the_run_and_starts_it_at_the_rel
     assert_eq!(
         run_events(&r)[..2],
         [
-            ("patches-1-30-5".into(), EventKind::RunGenerated),
-            ("patches-1-30-5".into(), EventKind::RunStarted)
+            (
+                "auto-patches-targetkubernetesversion-1-30-5".into(),
+                EventKind::RunGenerated
+            ),
+            (
+                "auto-patches-targetkubernetesversion-1-30-5".into(),
+                EventKind::RunStarted
+            )
         ]
     );
     let started = r
@@ -555,7 +565,7 @@ fn generate_update_run_creates_the_run_without_starting_it_and_generating_twice_
     assert_eq!(
         sim.engine().generation_preview("patches").unwrap(),
         Generation::Existing {
-            run: "patches-1-30-5".into()
+            run: "auto-patches-targetkubernetesversion-1-30-5".into()
         }
     );
 
@@ -572,7 +582,7 @@ fn generate_update_run_creates_the_run_without_starting_it_and_generating_twice_
     assert_eq!(
         preview,
         Generation::New {
-            run: "patches-1-30-5".into(),
+            run: "auto-patches-targetkubernetesversion-1-30-5".into(),
             versions: v(&["1.30.5"])
         }
     );
@@ -581,17 +591,23 @@ fn generate_update_run_creates_the_run_without_starting_it_and_generating_twice_
     };
     e.handle_command_at(t("2026-12-09T00:00:00Z"), gen.clone())
         .unwrap();
-    assert_eq!(e.run_state("patches-1-30-5"), Some(State::NotStarted));
     assert_eq!(
-        e.run_generated_by("patches-1-30-5"),
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5"),
+        Some(State::NotStarted)
+    );
+    assert_eq!(
+        e.run_generated_by("auto-patches-targetkubernetesversion-1-30-5"),
         Some(("patches", &v(&["1.30.5"])[..]))
     );
     e.handle_command_at(t("2026-12-09T00:01:00Z"), gen).unwrap();
-    assert_eq!(e.run_names().collect::<Vec<_>>(), ["patches-1-30-5"]);
+    assert_eq!(
+        e.run_names().collect::<Vec<_>>(),
+        ["auto-patches-targetkubernetesversion-1-30-5"]
+    );
     assert_eq!(
         e.generation_preview("patches").unwrap(),
         Generation::Existing {
-            run: "patches-1-30-5".into()
+            run: "auto-patches-targetkubernetesversion-1-30-5".into()
         }
     );
     let (_, status) = e.profile("patches").unwrap();
@@ -599,36 +615,43 @@ fn generate_update_run_creates_the_run_without_starting_it_and_generating_twice_
     assert_eq!(status.last_trigger_upgrade_versions, v(&["1.30.5"]));
     assert_eq!(
         status.last_update_run_name.as_deref(),
-        Some("patches-1-30-5")
+        Some("auto-patches-targetkubernetesversion-1-30-5")
     );
 }
 
 #[test]
 fn the_same_scenario_generates_the_same_runs_with_the_same_names_every_time() {
+    const TKV: UpgradeChannel = UpgradeChannel::TargetKubernetesVersion;
     let yaml = patches_fleet("", "");
     let a = serde_json::to_string(&sim(&yaml)).unwrap();
     let b = serde_json::to_string(&sim(&yaml)).unwrap();
     assert_eq!(a, b);
     assert_eq!(
-        generated_run_name("patches", &v(&["1.30.5"]), 1),
-        "patches-1-30-5"
+        generated_run_name("patches", TKV, &v(&["1.30.5"]), 1),
+        "auto-patches-targetkubernetesversion-1-30-5"
     );
     assert_eq!(
-        generated_run_name("patches", &v(&["1.30.5"]), 2),
-        "patches-1-30-5-2"
+        generated_run_name("patches", TKV, &v(&["1.30.5"]), 2),
+        "auto-patches-targetkubernetesversion-1-30-5-2"
     );
     let images = v(&["AKSUbuntu-2204gen2containerd-202412.01.0"]);
     assert_eq!(
-        generated_run_name("nightly", &images, 1),
-        generated_run_name("nightly", &images, 1)
+        generated_run_name("nightly", UpgradeChannel::NodeImage, &images, 1),
+        generated_run_name("nightly", UpgradeChannel::NodeImage, &images, 1)
+    );
+    // Azure's form: `auto-{profile}-{channel}-...` (what `az fleet`'s tests check).
+    assert_eq!(
+        generated_run_name("aup1", UpgradeChannel::Rapid, &v(&["1.33.0"]), 1),
+        "auto-aup1-rapid-1-33-0"
     );
     let long = "p".repeat(50);
-    let name = generated_run_name(&long, &v(&["1.30.5"]), 12);
+    let name = generated_run_name(&long, TKV, &v(&["1.30.5"]), 12);
     assert!(name.len() <= 50, "{name}");
+    assert!(name.starts_with("auto-ppp"), "{name}");
     assert!(name.ends_with("-12"), "{name}");
     assert_ne!(
         name,
-        generated_run_name(&"q".repeat(50), &v(&["1.30.5"]), 12)
+        generated_run_name(&"q".repeat(50), TKV, &v(&["1.30.5"]), 12)
     );
 }
 
@@ -646,11 +669,14 @@ fn a_newer_target_waits_for_the_profiles_running_run_to_end_and_then_only_the_ne
     // first run ends, only the newest, 1.30.7, runs.
     let gens = generated(&r);
     assert_eq!(gens.len(), 2, "{gens:?}");
-    assert_eq!(gens[1].0, "patches-1-30-7");
+    assert_eq!(gens[1].0, "auto-patches-targetkubernetesversion-1-30-7");
     let first_end = r
         .timeline
         .iter()
-        .find(|e| e.kind() == EventKind::RunCompleted && e.run == "patches-1-30-5")
+        .find(|e| {
+            e.kind() == EventKind::RunCompleted
+                && e.run == "auto-patches-targetkubernetesversion-1-30-5"
+        })
         .unwrap()
         .at;
     assert_eq!(waverun_core::fmt_time(first_end), gens[1].2);
@@ -681,14 +707,19 @@ fn the_profile_status_says_which_run_the_next_target_waits_for() {
     let (_, status) = sim.engine().profile("patches").unwrap();
     let next = status.next_target.as_ref().expect("a next target");
     assert_eq!(next.versions, v(&["1.30.6"]));
-    assert!(next.message.contains("patches-1-30-5"), "{}", next.message);
+    assert!(
+        next.message
+            .contains("auto-patches-targetkubernetesversion-1-30-5"),
+        "{}",
+        next.message
+    );
     assert_eq!(status.last_trigger_upgrade_versions, v(&["1.30.5"]));
     assert_eq!(status.last_triggered_at, Some(t("2026-12-08T00:00:00Z")));
     assert!(status
         .last_trigger_message
         .as_deref()
         .unwrap()
-        .contains("generated and started update run patches-1-30-5"));
+        .contains("generated and started update run auto-patches-targetkubernetesversion-1-30-5"));
 }
 
 #[test]
@@ -709,7 +740,10 @@ fn a_generated_run_not_started_yet_is_superseded_by_a_newer_target() {
         },
     )
     .unwrap();
-    assert_eq!(e.run_state("patches-1-30-5"), Some(State::NotStarted));
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5"),
+        Some(State::NotStarted)
+    );
     e.handle_input(
         t("2026-12-08T01:00:00Z"),
         Input::Observation(waverun_core::Observation::KubernetesReleased {
@@ -720,13 +754,21 @@ fn a_generated_run_not_started_yet_is_superseded_by_a_newer_target() {
         }),
     )
     .unwrap();
-    assert_eq!(e.run_state("patches-1-30-5"), None, "superseded: deleted");
-    assert_eq!(e.run_state("patches-1-30-6"), Some(State::Running));
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5"),
+        None,
+        "superseded: deleted"
+    );
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-30-6"),
+        Some(State::Running)
+    );
     let mut deleted = false;
     let mut message = None;
     while let Some(o) = e.poll_output() {
         if let waverun_core::Output::Event(ev) = o {
-            deleted |= ev.kind() == EventKind::RunDeleted && ev.run == "patches-1-30-5";
+            deleted |= ev.kind() == EventKind::RunDeleted
+                && ev.run == "auto-patches-targetkubernetesversion-1-30-5";
             if ev.kind() == EventKind::RunGenerated {
                 message = ev.message().map(str::to_string);
             }
@@ -737,7 +779,7 @@ fn a_generated_run_not_started_yet_is_superseded_by_a_newer_target() {
         message
             .as_deref()
             .unwrap()
-            .contains("supersedes run patches-1-30-5"),
+            .contains("supersedes run auto-patches-targetkubernetesversion-1-30-5"),
         "{message:?}"
     );
 }
@@ -761,7 +803,7 @@ fn a_user_cannot_start_a_second_generated_run_of_a_profile_while_one_runs() {
     e.handle_command_at(
         at,
         Command::StartRun {
-            name: "patches-1-30-5".into(),
+            name: "auto-patches-targetkubernetesversion-1-30-5".into(),
         },
     )
     .unwrap();
@@ -784,13 +826,13 @@ fn a_user_cannot_start_a_second_generated_run_of_a_profile_while_one_runs() {
         .as_ref()
         .unwrap()
         .message
-        .contains("waits for update run \"patches-1-30-5\""));
+        .contains("waits for update run \"auto-patches-targetkubernetesversion-1-30-5\""));
     // Stop the run: once it drained, the catch-up run starts at once (a Stopped run has
     // ended for its profile) — and the stopped one cannot be resumed while that one runs.
     e.handle_command_at(
         t("2026-12-08T00:06:00Z"),
         Command::StopRun {
-            name: "patches-1-30-5".into(),
+            name: "auto-patches-targetkubernetesversion-1-30-5".into(),
         },
     )
     .unwrap();
@@ -799,18 +841,24 @@ fn a_user_cannot_start_a_second_generated_run_of_a_profile_while_one_runs() {
     e.handle_input(
         t("2026-12-08T00:30:00Z"),
         Input::Observation(waverun_core::Observation::UpgradeSucceeded {
-            operation_id: "patches-1-30-5/a".into(),
+            operation_id: "auto-patches-targetkubernetesversion-1-30-5/a".into(),
         }),
     )
     .unwrap();
-    assert_eq!(e.run_state("patches-1-30-5"), Some(State::Stopped));
-    assert_eq!(e.run_state("patches-1-30-5-2"), Some(State::Running));
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5"),
+        Some(State::Stopped)
+    );
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5-2"),
+        Some(State::Running)
+    );
     // Resuming the stopped run now is refused: one run per profile at a time.
     let err = e
         .handle_command_at(
             t("2026-12-08T00:31:00Z"),
             Command::StartRun {
-                name: "patches-1-30-5".into(),
+                name: "auto-patches-targetkubernetesversion-1-30-5".into(),
             },
         )
         .unwrap_err();
@@ -837,18 +885,27 @@ fn a_member_in_flight_in_a_manual_run_holds_its_lease_against_a_generated_run() 
     let pending = r
         .timeline
         .iter()
-        .find(|e| e.kind() == EventKind::MemberPending && e.run == "patches-1-30-5")
+        .find(|e| {
+            e.kind() == EventKind::MemberPending
+                && e.run == "auto-patches-targetkubernetesversion-1-30-5"
+        })
         .expect("the generated run waits");
     assert_eq!(pending.reason(), Some(Reason::Lease));
     let started = r
         .timeline
         .iter()
-        .find(|e| e.kind() == EventKind::MemberStarted && e.run == "patches-1-30-5")
+        .find(|e| {
+            e.kind() == EventKind::MemberStarted
+                && e.run == "auto-patches-targetkubernetesversion-1-30-5"
+        })
         .unwrap();
     assert_eq!(started.at, t("2026-12-08T00:50:00Z"));
     // The report has the scenario's run first, then the generated one.
     let names: Vec<&str> = r.runs.iter().map(|x| x.name.as_str()).collect();
-    assert_eq!(names, ["manual", "patches-1-30-5"]);
+    assert_eq!(
+        names,
+        ["manual", "auto-patches-targetkubernetesversion-1-30-5"]
+    );
     assert_eq!(r.run.as_ref().unwrap().name, "manual");
 }
 
@@ -877,26 +934,36 @@ fn a_member_that_joins_the_fleet_behind_the_target_triggers_a_catch_up_run_throu
             .map(|g| (g.0.as_str(), g.2.as_str()))
             .collect::<Vec<_>>(),
         [
-            ("patches-1-30-5", "2026-12-08T00:00:00Z"),
-            ("patches-1-30-5-2", "2026-12-10T00:00:00Z")
+            (
+                "auto-patches-targetkubernetesversion-1-30-5",
+                "2026-12-08T00:00:00Z"
+            ),
+            (
+                "auto-patches-targetkubernetesversion-1-30-5-2",
+                "2026-12-10T00:00:00Z"
+            )
         ]
     );
     let catch_up = r
         .runs
         .iter()
-        .find(|x| x.name == "patches-1-30-5-2")
+        .find(|x| x.name == "auto-patches-targetkubernetesversion-1-30-5-2")
         .unwrap();
     assert_eq!(
         catch_up.status.stages[0].name, "all",
         "the profile's strategy"
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-5-2", "late").status.state,
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-5-2", "late")
+            .status
+            .state,
         State::Completed
     );
     for m in ["a", "b", "c"] {
         assert_eq!(
-            run_member(&r, "patches-1-30-5-2", m).status.state,
+            run_member(&r, "auto-patches-targetkubernetesversion-1-30-5-2", m)
+                .status
+                .state,
             State::Skipped,
             "{m} is at the target already"
         );
@@ -923,26 +990,33 @@ fn a_stopped_member_is_included_in_the_next_generated_run() {
     // 1.30.6 with the next run.
     let yaml = patches_fleet(
         "",
-        "actions:\n  - {at: 2026-12-08T00:45:00Z, do: stop, run: patches-1-30-5}\n",
+        "actions:\n  - {at: 2026-12-08T00:45:00Z, do: stop, run: auto-patches-targetkubernetesversion-1-30-5}\n",
     )
     .replace(
         "    - {version: 1.30.5, available: {'*': 2026-12-08T00:00:00Z}}\n",
         "    - {version: 1.30.5, available: {'*': 2026-12-08T00:00:00Z}}\n    - {version: 1.30.6, available: {'*': 2026-12-09T00:00:00Z}}\n",
     );
     let r = sim(&yaml);
-    assert_eq!(run_state(&r, "patches-1-30-5"), State::Stopped);
     assert_eq!(
-        run_member(&r, "patches-1-30-5", "c").status.state,
+        run_state(&r, "auto-patches-targetkubernetesversion-1-30-5"),
+        State::Stopped
+    );
+    assert_eq!(
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-5", "c")
+            .status
+            .state,
         State::NotStarted
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-6", "c")
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-6", "c")
             .kubernetes_version
             .as_deref(),
         Some("1.30.6")
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-6", "c").status.state,
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-6", "c")
+            .status
+            .state,
         State::Completed
     );
 }
@@ -954,7 +1028,7 @@ fn a_member_outside_its_windows_for_the_whole_run_is_included_in_the_next_genera
     // it so that the run finishes without it. The next release (the following Monday) finds it
     // behind, and the run started then waits for its window and upgrades it.
     let yaml = format!(
-        "{}{}strategies:\n  - {{name: rings, strategy: {{stages: [{{name: all, memberSelector: {{byLabel: \"waverun.dev/region\"}}, maxConcurrency: \"1\"}}]}}}}\n{}actions:\n  - {{at: 2026-12-08T02:00:00Z, do: skip, run: patches-1-30-5, targets: [\"Member:w\"]}}\n",
+        "{}{}strategies:\n  - {{name: rings, strategy: {{stages: [{{name: all, memberSelector: {{byLabel: \"waverun.dev/region\"}}, maxConcurrency: \"1\"}}]}}}}\n{}actions:\n  - {{at: 2026-12-08T02:00:00Z, do: skip, run: auto-patches-targetkubernetesversion-1-30-5, targets: [\"Member:w\"]}}\n",
         members(&[
             member("a", "1.30.2"),
             member_in(
@@ -972,9 +1046,9 @@ fn a_member_outside_its_windows_for_the_whole_run_is_included_in_the_next_genera
         profile("name: patches, channel: TargetKubernetesVersion, targetKubernetesVersion: \"1.30\", updateStrategyName: rings")
     );
     let r = sim(&yaml);
-    let w = run_member(&r, "patches-1-30-5", "w");
+    let w = run_member(&r, "auto-patches-targetkubernetesversion-1-30-5", "w");
     assert_eq!(w.status.state, State::Skipped);
-    let w = run_member(&r, "patches-1-30-6", "w");
+    let w = run_member(&r, "auto-patches-targetkubernetesversion-1-30-6", "w");
     assert_eq!(w.status.state, State::Completed);
     assert_eq!(
         w.status.start_time,
@@ -1005,14 +1079,21 @@ fn a_failed_member_is_included_in_the_next_generated_run_and_does_not_trigger_ru
     let gens = generated(&r);
     assert_eq!(
         gens.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(),
-        ["patches-1-30-5", "patches-1-30-6"]
+        [
+            "auto-patches-targetkubernetesversion-1-30-5",
+            "auto-patches-targetkubernetesversion-1-30-6"
+        ]
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-5", "flaky").status.state,
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-5", "flaky")
+            .status
+            .state,
         State::Failed
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-6", "flaky").status.state,
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-6", "flaky")
+            .status
+            .state,
         State::Completed
     );
 }
@@ -1070,10 +1151,15 @@ fn disabling_a_profile_leaves_the_run_it_started_alone_and_re_enabling_it_catche
     while sim.now() < t("2026-12-10T00:00:00Z") && sim.step() {}
     // The run went on to its end; 1.30.6 came while disabled and generated nothing.
     assert_eq!(
-        sim.engine().run_state("patches-1-30-5"),
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-5"),
         Some(State::Completed)
     );
-    assert_eq!(sim.engine().run_state("patches-1-30-6"), None);
+    assert_eq!(
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-6"),
+        None
+    );
     let (_, status) = sim.engine().profile("patches").unwrap();
     assert!(status
         .next_target
@@ -1090,7 +1176,8 @@ fn disabling_a_profile_leaves_the_run_it_started_alone_and_re_enabling_it_catche
         .unwrap();
     sim.drain();
     assert_eq!(
-        sim.engine().run_state("patches-1-30-6"),
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-6"),
         Some(State::Running),
         "re-enabled: the missed release runs"
     );
@@ -1125,7 +1212,10 @@ fn creating_a_profile_or_changing_its_channel_starts_nothing_until_a_release_mov
         }),
     )
     .unwrap();
-    assert_eq!(e.run_state("patches-1-31-1"), Some(State::Running));
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-31-1"),
+        Some(State::Running)
+    );
 }
 
 // =============================================================================================
@@ -1289,19 +1379,21 @@ fn the_curated_profile_scenarios_hold_what_their_headers_say() {
         generated(&r),
         [
             (
-                "patches-1-30-5".into(),
+                "auto-patches-targetkubernetesversion-1-30-5".into(),
                 v(&["1.30.5"]),
                 "2026-12-08T00:00:00Z".into()
             ),
             (
-                "patches-1-30-6".into(),
+                "auto-patches-targetkubernetesversion-1-30-6".into(),
                 v(&["1.30.6"]),
                 "2026-12-08T06:30:00Z".into()
             ),
         ]
     );
     assert_eq!(
-        run_member(&r, "patches-1-30-5", "old-1").status.state,
+        run_member(&r, "auto-patches-targetkubernetesversion-1-30-5", "old-1")
+            .status
+            .state,
         State::Skipped
     );
     let wait = r
@@ -1317,20 +1409,37 @@ fn the_curated_profile_scenarios_hold_what_their_headers_say() {
     assert_eq!(
         names,
         [
-            ("images-632cf7e9".into(), "2026-12-08T00:00:00Z".into()),
-            ("images-ef79661a".into(), "2026-12-09T00:00:00Z".into()),
-            ("security-b4bc87fa".into(), "2026-12-09T00:00:00Z".into()),
-            ("images-ef79661a-2".into(), "2026-12-10T00:00:00Z".into()),
-            ("security-b4bc87fa-2".into(), "2026-12-10T00:00:00Z".into()),
+            (
+                "auto-images-nodeimage-632cf7e9".into(),
+                "2026-12-08T00:00:00Z".into()
+            ),
+            (
+                "auto-images-nodeimage-ef79661a".into(),
+                "2026-12-09T00:00:00Z".into()
+            ),
+            (
+                "auto-security-securitypatch-b4bc87fa".into(),
+                "2026-12-09T00:00:00Z".into()
+            ),
+            (
+                "auto-images-nodeimage-ef79661a-2".into(),
+                "2026-12-10T00:00:00Z".into()
+            ),
+            (
+                "auto-security-securitypatch-b4bc87fa-2".into(),
+                "2026-12-10T00:00:00Z".into()
+            ),
         ]
     );
-    let mixed = run_member(&r, "images-632cf7e9", "mixed-1");
+    let mixed = run_member(&r, "auto-images-nodeimage-632cf7e9", "mixed-1");
     assert_eq!(mixed.node_images.len(), 1);
     assert_eq!(mixed.node_images[0].node_pool, "win");
-    let linux = run_member(&r, "security-b4bc87fa", "linux-1");
+    let linux = run_member(&r, "auto-security-securitypatch-b4bc87fa", "linux-1");
     assert_eq!(linux.node_images.len(), 2, "the snapshot pool moves too");
     assert_eq!(
-        run_member(&r, "images-ef79661a-2", "late-1").status.state,
+        run_member(&r, "auto-images-nodeimage-ef79661a-2", "late-1")
+            .status
+            .state,
         State::Completed
     );
 
@@ -1348,20 +1457,31 @@ fn the_curated_profile_scenarios_hold_what_their_headers_say() {
         [
             ("nope", "NotFound"),
             ("r1", "InvalidState"),
-            ("patches-1-30-6", "InvalidState")
+            (
+                "auto-patches-targetkubernetesversion-1-30-6",
+                "InvalidState"
+            )
         ]
     );
     let names: Vec<(String, String)> = generated(&r).into_iter().map(|g| (g.0, g.2)).collect();
     assert_eq!(
         names,
         [
-            ("patches-1-30-5".into(), "2026-12-08T00:00:00Z".into()),
-            ("patches-1-30-6".into(), "2026-12-08T01:10:00Z".into()),
+            (
+                "auto-patches-targetkubernetesversion-1-30-5".into(),
+                "2026-12-08T00:00:00Z".into()
+            ),
+            (
+                "auto-patches-targetkubernetesversion-1-30-6".into(),
+                "2026-12-08T01:10:00Z".into()
+            ),
         ]
     );
     for m in ["late-0", "late-1"] {
         assert_eq!(
-            run_member(&r, "patches-1-30-6", m).status.state,
+            run_member(&r, "auto-patches-targetkubernetesversion-1-30-6", m)
+                .status
+                .state,
             State::Completed
         );
     }
@@ -1455,7 +1575,7 @@ fn a_run_generated_by_hand_for_a_target_that_waits_is_started_when_the_running_r
     ));
     let mut sim = Simulation::new(&sc).unwrap();
     while sim.now() < t("2026-12-08T02:00:00Z") && sim.step() {}
-    // 1.30.6 waits for patches-1-30-5; generateUpdateRun creates its run now, not started.
+    // 1.30.6 waits for auto-patches-targetkubernetesversion-1-30-5; generateUpdateRun creates its run now, not started.
     sim.driver()
         .handle_input(
             t("2026-12-08T02:00:00Z"),
@@ -1466,17 +1586,20 @@ fn a_run_generated_by_hand_for_a_target_that_waits_is_started_when_the_running_r
         .unwrap();
     sim.drain();
     assert_eq!(
-        sim.engine().run_state("patches-1-30-6"),
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-6"),
         Some(State::NotStarted)
     );
     while sim.step() {}
     // When the first run ended, that run was started (a release generates and starts its run).
     assert_eq!(
-        sim.engine().run_state("patches-1-30-5"),
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-5"),
         Some(State::Completed)
     );
     assert_eq!(
-        sim.engine().run_state("patches-1-30-6"),
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-6"),
         Some(State::Completed)
     );
     assert_eq!(sim.engine().run_names().count(), 2);
@@ -1488,7 +1611,8 @@ fn a_member_that_joins_while_its_profile_is_disabled_is_caught_up_when_it_is_ena
     let mut sim = Simulation::new(&sc).unwrap();
     while sim.now() < t("2026-12-09T00:00:00Z") && sim.step() {}
     assert_eq!(
-        sim.engine().run_state("patches-1-30-5"),
+        sim.engine()
+            .run_state("auto-patches-targetkubernetesversion-1-30-5"),
         Some(State::Completed)
     );
     let mut p = sc.profiles[0].clone();
@@ -1505,12 +1629,15 @@ fn a_member_that_joins_while_its_profile_is_disabled_is_caught_up_when_it_is_ena
     e.handle_command_at(at, Command::UpsertMember { member: late })
         .unwrap();
     assert_eq!(
-        e.run_state("patches-1-30-5-2"),
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5-2"),
         None,
         "disabled: nothing yet"
     );
     p.disabled = false;
     e.handle_command_at(at, Command::UpsertProfile { profile: p })
         .unwrap();
-    assert_eq!(e.run_state("patches-1-30-5-2"), Some(State::Running));
+    assert_eq!(
+        e.run_state("auto-patches-targetkubernetesversion-1-30-5-2"),
+        Some(State::Running)
+    );
 }

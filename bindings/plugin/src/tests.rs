@@ -545,21 +545,30 @@ fn profile_requests_show_status_generation_and_plan_and_a_release_generates_a_ru
     assert_eq!(woke["events"][1]["versions"], json!(["1.30.5"]));
     let profiles = ok_result(&p.request(&request(json!({"type": "profiles"}))));
     assert_eq!(
-        profiles["generatedRuns"]["patches-1-30-5"],
+        profiles["generatedRuns"]["auto-patches-targetkubernetesversion-1-30-5"],
         json!({"profile": "patches", "versions": ["1.30.5"]})
     );
     let status = &profiles["profiles"][0]["status"];
     assert_eq!(status["lastTriggerStatus"], "Succeeded");
-    assert_eq!(status["lastUpdateRunName"], "patches-1-30-5");
+    assert_eq!(
+        status["lastUpdateRunName"],
+        "auto-patches-targetkubernetesversion-1-30-5"
+    );
     let g = ok_result(&p.request(&request(
         json!({"type": "generation", "profile": "patches"}),
     )));
-    assert_eq!(g, json!({"result": "Existing", "run": "patches-1-30-5"}));
+    assert_eq!(
+        g,
+        json!({"result": "Existing", "run": "auto-patches-targetkubernetesversion-1-30-5"})
+    );
     let plan = ok_result(&p.request(&request(
         json!({"type": "profilePlan", "profile": "patches"}),
     )));
-    assert_eq!(plan["run"], "patches-1-30-5");
-    assert_eq!(plan["plan"]["run"], "patches-1-30-5");
+    assert_eq!(plan["run"], "auto-patches-targetkubernetesversion-1-30-5");
+    assert_eq!(
+        plan["plan"]["run"],
+        "auto-patches-targetkubernetesversion-1-30-5"
+    );
 }
 
 #[test]

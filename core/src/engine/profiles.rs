@@ -144,7 +144,7 @@ impl Engine {
             });
         }
         Ok(Generation::New {
-            run: self.free_run_name(profile, &target.versions),
+            run: self.free_run_name(profile, rt.spec.channel, &target.versions),
             versions: target.versions,
         })
     }
@@ -399,7 +399,7 @@ impl Engine {
         start: bool,
         message: String,
     ) -> Result<String, Error> {
-        let name = self.free_run_name(&p.name, &target.versions);
+        let name = self.free_run_name(&p.name, p.channel, &target.versions);
         let spec = UpdateRunSpec {
             name: name.clone(),
             strategy: None,
@@ -426,10 +426,10 @@ impl Engine {
         Ok(name)
     }
 
-    /// The first of `profile-key`, `profile-key-2`, ... that no run has.
-    fn free_run_name(&self, profile: &str, versions: &[String]) -> String {
+    /// The first of `auto-profile-channel-key`, `...-2`, ... that no run has.
+    fn free_run_name(&self, profile: &str, channel: UpgradeChannel, versions: &[String]) -> String {
         (1..)
-            .map(|attempt| generated_run_name(profile, versions, attempt))
+            .map(|attempt| generated_run_name(profile, channel, versions, attempt))
             .find(|n| !self.runs.contains_key(n))
             .expect("an unused name")
     }

@@ -187,23 +187,27 @@ fn cluster_resource_ids(w: &mut Worker) -> Result<BTreeMap<String, String>, Prob
 /// The status tree with each member's `clusterResourceId` (as Azure's run status has it), for
 /// the members that have one.
 fn with_cluster_ids(mut status: Value, ids: &BTreeMap<String, String>) -> Value {
-    if ids.is_empty() {
-        return status;
-    }
-    let stages = status.get_mut("stages").and_then(Value::as_array_mut);
-    for stage in stages.into_iter().flatten() {
-        let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
-        for group in groups.into_iter().flatten() {
-            let members = group.get_mut("members").and_then(Value::as_array_mut);
-            for m in members.into_iter().flatten() {
-                let id = m["name"].as_str().and_then(|n| ids.get(n));
-                if let Some(id) = id {
-                    m["clusterResourceId"] = json!(id);
-                }
-            }
+    for m in members_mut(&mut status) {
+        if let Some(id) = m["name"].as_str().and_then(|n| ids.get(n)) {
+            m["clusterResourceId"] = json!(id);
         }
     }
     status
+}
+
+/// Every member of a status tree, to change in place.
+fn members_mut(status: &mut Value) -> impl Iterator<Item = &mut Value> {
+    /// The items of the list `key` of `v` (none when it is absent: `get_mut`, not `[key]`,
+    /// which would add it as null).
+    fn list<'a>(v: &'a mut Value, key: &str) -> impl Iterator<Item = &'a mut Value> + use<'a> {
+        v.get_mut(key)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+    }
+    list(status, "stages")
+        .flat_map(|stage| list(stage, "groups"))
+        .flat_map(|group| list(group, "members"))
 }
 
 /// The status tree with what running members wait on at their providers: a member whose
@@ -216,28 +220,21 @@ fn with_provider_waits(mut status: Value, waits: &BTreeMap<String, ProviderWait>
     if waits.is_empty() {
         return status;
     }
-    let stages = status.get_mut("stages").and_then(Value::as_array_mut);
-    for stage in stages.into_iter().flatten() {
-        let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
-        for group in groups.into_iter().flatten() {
-            let members = group.get_mut("members").and_then(Value::as_array_mut);
-            for m in members.into_iter().flatten() {
-                let wait = m["operationId"].as_str().and_then(|id| waits.get(id));
-                let finished = matches!(
-                    m["status"]["state"].as_str(),
-                    Some("Completed" | "Failed" | "Skipped")
-                );
-                let (Some(w), false, None) = (wait, finished, m.get("waitingOn")) else {
-                    continue;
-                };
-                let on = waverun_core::state::WaitingOn {
-                    reason: waverun_core::Reason::Provider,
-                    until: w.until_ms.and_then(chrono::DateTime::from_timestamp_millis),
-                    message: Some(w.message.clone()),
-                };
-                m["waitingOn"] = serde_json::to_value(on).expect("JSON serialises");
-            }
-        }
+    for m in members_mut(&mut status) {
+        let wait = m["operationId"].as_str().and_then(|id| waits.get(id));
+        let finished = matches!(
+            m["status"]["state"].as_str(),
+            Some("Completed" | "Failed" | "Skipped")
+        );
+        let (Some(w), false, None) = (wait, finished, m.get("waitingOn")) else {
+            continue;
+        };
+        let on = waverun_core::state::WaitingOn {
+            reason: waverun_core::Reason::Provider,
+            until: w.until_ms.and_then(chrono::DateTime::from_timestamp_millis),
+            message: Some(w.message.clone()),
+        };
+        m["waitingOn"] = serde_json::to_value(on).expect("JSON serialises");
     }
     status
 }

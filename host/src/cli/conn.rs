@@ -63,6 +63,10 @@ pub struct Conn {
     /// As --verbose, and the answers' bodies too (never the token).
     #[arg(long)]
     pub debug: bool,
+    /// Return as soon as the daemon has accepted the request, as in `az`. Most requests are
+    /// done when answered; this matters for stopping a run and deleting a started one.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 /// What a command works with.
@@ -75,6 +79,8 @@ pub struct Ctx {
     pub flags: String,
     /// `--only-show-errors`: no hints.
     pub quiet: bool,
+    /// `--no-wait`: return once a request is accepted.
+    pub no_wait: bool,
 }
 
 impl Conn {
@@ -109,6 +115,7 @@ impl Conn {
             output: Output::or_default(self.output),
             flags,
             quiet: self.only_show_errors,
+            no_wait: self.no_wait,
         })
     }
 }

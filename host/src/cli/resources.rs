@@ -463,6 +463,12 @@ pub fn delete(ctx: &Ctx, path: &str, what: &str, yes: bool) -> Result<(), CliErr
     confirm(what, yes)?;
     let pre = etag_of(&current.body).map_or(Precondition::None, Precondition::Match);
     let r = ctx.client.call("DELETE", path, None, pre)?;
+    if r.status == 202 && ctx.no_wait {
+        ctx.hint(&format!(
+            "{what} is stopping: it is deleted once the upgrades in flight finish"
+        ));
+        return Ok(());
+    }
     if r.status == 202 {
         // A started run: stopped first, deleted once its upgrades in flight have finished.
         ctx.hint(&format!(

@@ -126,9 +126,6 @@ pub enum RunCmd {
         /// The run's name.
         #[arg(short = 'n', long = "name")]
         name: String,
-        /// Accepted for `az` compatibility: starting returns at once.
-        #[arg(long = "no-wait")]
-        no_wait: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -139,9 +136,6 @@ pub enum RunCmd {
         /// The run's name.
         #[arg(short = 'n', long = "name")]
         name: String,
-        /// Return once the stop is accepted.
-        #[arg(long = "no-wait")]
-        no_wait: bool,
         /// How long to wait for Stopped (e.g. 30m; default 1h).
         #[arg(long, value_name = "DURATION", default_value = "1h")]
         timeout: String,
@@ -157,8 +151,18 @@ pub enum RunCmd {
         #[arg(short = 'n', long = "name")]
         name: String,
         /// Type:name ... (types are case-sensitive: Member, Group, Stage, AfterStageWait).
-        #[arg(long, num_args = 1.., required = true, value_name = "TYPE:NAME")]
+        #[arg(
+            long,
+            num_args = 1..,
+            required_unless_present = "skip_properties",
+            conflicts_with = "skip_properties",
+            value_name = "TYPE:NAME"
+        )]
         targets: Vec<String>,
+        /// The targets as a JSON file (or @file, or inline JSON), as older `az` takes them:
+        /// {"targets": [{"type": "Member", "name": "m1"}, ...]}.
+        #[arg(long = "skip-properties", value_name = "FILE|JSON")]
+        skip_properties: Option<String>,
         #[command(flatten)]
         conn: Conn,
     },
@@ -289,6 +293,31 @@ pub fn parse_duration(s: &str) -> Result<Duration, CliError> {
         _ => return Err(bad()),
     };
     Ok(Duration::from_secs(n.checked_mul(mult).ok_or_else(bad)?))
+}
+
+/// `--skip-properties`: a file (or the JSON itself) `{"targets": [{"type", "name"}, ...]}`,
+/// as `TYPE:NAME` targets.
+fn skip_properties_targets(arg: &str) -> Result<Vec<String>, CliError> {
+    let text = if arg.trim_start().starts_with('{') {
+        arg.to_string()
+    } else {
+        std::fs::read_to_string(arg)
+            .map_err(|e| CliError::Usage(format!("--skip-properties {arg:?}: {e}")))?
+    };
+    let bad = |why: String| CliError::Usage(format!("--skip-properties: {why}"));
+    let v: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let items = v["targets"]
+        .as_array()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| bad("needs {\"targets\": [{\"type\": ..., \"name\": ...}]}".into()))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match (t["type"].as_str(), t["name"].as_str()) {
+            (Some(k), Some(n)) => Ok(format!("{k}:{n}")),
+            _ => Err(bad(format!("targets[{i}] needs a type and a name"))),
+        })
+        .collect()
 }
 
 fn path(name: &str) -> String {
@@ -485,14 +514,13 @@ pub fn run(cmd: RunCmd, out: &mut dyn Write) -> Result<(), CliError> {
         }
         RunCmd::Stop {
             name,
-            no_wait,
             timeout,
             conn,
         } => {
             let timeout = parse_duration(&timeout)?;
             let ctx = conn.connect()?;
             let mut r = act(&ctx, &name, "stop", None)?;
-            if !no_wait && state_of(&r) == "Stopping" {
+            if !ctx.no_wait && state_of(&r) == "Stopping" {
                 ctx.hint("stopping: upgrades in flight finish first (--no-wait returns now)");
                 r = wait_until(&ctx, &name, timeout, Duration::from_secs(30), |run| {
                     let s = run.map(state_of).unwrap_or_default();
@@ -506,8 +534,13 @@ pub fn run(cmd: RunCmd, out: &mut dyn Write) -> Result<(), CliError> {
         RunCmd::Skip {
             name,
             targets,
+            skip_properties,
             conn,
         } => {
+            let targets = match skip_properties {
+                Some(p) => skip_properties_targets(&p)?,
+                None => targets,
+            };
             let mut body = Vec::new();
             for t in &targets {
                 // Checked here, so a typo is a usage error before anything is sent.

@@ -111,7 +111,7 @@ const profileScenario: Scenario = {
   },
   strategies: [{ name: "rings", strategy }],
   profiles: [profile, { name: "images", channel: "SecurityPatch", disabled: true }],
-  actions: [{ at: t, do: "generateUpdateRun", profile: "patches" }, { at: t, do: "start", run: "patches-1-30-5" }],
+  actions: [{ at: t, do: "generateUpdateRun", profile: "patches" }, { at: t, do: "start", run: "auto-patches-targetkubernetesversion-1-30-5" }],
 };
 validateScenario(profileScenario);
 const profileReport: SimulationReport = simulate(profileScenario);
