@@ -26,6 +26,14 @@ fn start_daemon(dir: &Path, config_file: &Path) -> (Server, Client) {
     (server, api)
 }
 
+/// Each test here runs a daemon and a fake ARM through minutes of real time whose pace is set
+/// by fleet-time deadlines and ARM's throttling: side by side on two cores they starve each other
+/// past their bounds, so they take turns.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run_state(api: &Client, run: &str) -> Option<(String, Value)> {
     let s = api.get(&format!("/updateRuns/{run}"), None).body["properties"]["status"].clone();
     Some((s["status"]["state"].as_str()?.to_string(), s))
@@ -33,6 +41,7 @@ fn run_state(api: &Client, run: &str) -> Option<(String, Value)> {
 
 #[test]
 fn a_three_region_run_upgrades_twelve_aks_clusters_once_each_to_the_consistent_image() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // The new image reaches japaneast 10 s (real) after the fake starts.
     let fake = FakeArm::start(dir.path(), &seed(600), &["--time-scale", "60"]);
@@ -185,6 +194,7 @@ fn timeless(v: &Value) -> Value {
 
 #[test]
 fn each_aks_error_class_shows_in_the_tree_as_what_the_user_can_act_on() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let fake = FakeArm::start(
         dir.path(),
@@ -354,6 +364,7 @@ fn each_aks_error_class_shows_in_the_tree_as_what_the_user_can_act_on() {
 
 #[test]
 fn aks_preflight_skips_a_stopped_cluster_waits_out_a_busy_one_and_checks_each_upgrade() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let fake = FakeArm::start(dir.path(), &seed(0), &["--time-scale", "60"]);
     let config_file = config_yaml(dir.path(), &fake);
