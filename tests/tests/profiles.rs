@@ -186,7 +186,7 @@ fn stable_follows_patches_of_minor_n_minus_1_and_moves_1_29_clusters_to_the_late
         generated(&r),
         [
             (
-                "steady-1-29-5".into(),
+                "auto-steady-stable-1-29-5".into(),
                 v(&["1.29.5"]),
                 "2026-12-08T00:00:00Z".into()
             ),
@@ -230,7 +230,7 @@ fn stable_on_1_17_7_with_1_17_9_1_18_4_1_18_6_and_1_19_1_available_targets_1_18_
         profile("name: s, channel: Stable")
     ));
     assert_eq!(
-        run_member(&r, "s-1-18-6", "a")
+        run_member(&r, "auto-s-stable-1-18-6", "a")
             .kubernetes_version
             .as_deref(),
         Some("1.18.6")
@@ -298,12 +298,15 @@ fn target_1_29_with_lts_while_the_community_supports_up_to_1_33_targets_1_29_5_a
     let run = &r.runs[0].status.status;
     assert_eq!(run.state, State::Failed);
     assert_eq!(run.error.as_ref().unwrap().code, "FailureThresholdExceeded");
-    let plain = run_member(&r, "lts-1-29-5", "plain");
+    let plain = run_member(&r, "auto-lts-targetkubernetesversion-1-29-5", "plain");
     assert_eq!(plain.status.state, State::Failed);
     let err = plain.status.error.as_ref().unwrap();
     assert_eq!(err.code, "LongTermSupportRequired");
     assert!(err.message.contains("LTS"), "{}", err.message);
-    assert_eq!(run_state(&r, "lts-1-29-5"), State::Failed);
+    assert_eq!(
+        run_state(&r, "auto-lts-targetkubernetesversion-1-29-5"),
+        State::Failed
+    );
     // The same pinned minor without longTermSupport is never targeted.
     let without =
         aup("name: x, channel: TargetKubernetesVersion, targetKubernetesVersion: \"1.29\"");
@@ -367,7 +370,10 @@ releases:
             ("snap", "AKSUbuntu-2204gen2containerd-202412.01.0")
         ]
     );
-    assert!(runs[1].0.starts_with("images-") && runs[1].0.len() == "images-".len() + 8);
+    assert!(
+        runs[1].0.starts_with("auto-images-nodeimage-")
+            && runs[1].0.len() == "auto-images-nodeimage-".len() + 8
+    );
 }
 
 #[test]
@@ -488,7 +494,7 @@ fn a_member_ahead_of_the_target_is_never_downgraded() {
         ]),
         profile("name: p, channel: TargetKubernetesVersion, targetKubernetesVersion: \"1.29\"")
     ));
-    let ahead = run_member(&r, "p-1-29-3", "ahead");
+    let ahead = run_member(&r, "auto-p-targetkubernetesversion-1-29-3", "ahead");
     assert_eq!(ahead.status.state, State::Skipped);
     assert!(ahead.kubernetes_version.is_none());
     assert!(!r
@@ -1213,7 +1219,7 @@ fn creating_a_profile_or_changing_its_channel_starts_nothing_until_a_release_mov
     )
     .unwrap();
     assert_eq!(
-        e.run_state("auto-patches-targetkubernetesversion-1-31-1"),
+        e.run_state("auto-patches-rapid-1-31-1"),
         Some(State::Running)
     );
 }
@@ -1532,7 +1538,9 @@ fn a_member_without_lts_fails_a_run_to_an_lts_only_minor_whatever_its_failure_th
     // b-plain is failed when its group begins (it needs no slot): nothing starts after it.
     for m in ["a-lts", "c-lts"] {
         assert_eq!(
-            run_member(&r, "lts-1-29-5", m).status.state,
+            run_member(&r, "auto-lts-targetkubernetesversion-1-29-5", m)
+                .status
+                .state,
             State::NotStarted
         );
     }
