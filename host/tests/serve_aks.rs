@@ -39,6 +39,43 @@ fn run_state(api: &Client, run: &str) -> Option<(String, Value)> {
     Some((s["status"]["state"].as_str()?.to_string(), s))
 }
 
+/// Waits at most `secs` seconds for `run` to end; its state and status tree. A run that does
+/// not end fails the test with where each of its members was last seen, and the fake's view of
+/// its operations, so a slow or stuck member can be told apart from a loaded machine.
+fn run_end(api: &Client, fake: &FakeArm, run: &str, secs: u64) -> (String, Value) {
+    let started = std::time::Instant::now();
+    let mut last = Value::Null;
+    loop {
+        if let Some((state, s)) = run_state(api, run) {
+            if matches!(state.as_str(), "Completed" | "Failed" | "Stopped") {
+                return (state, s);
+            }
+            last = s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(secs) {
+            let stages = last["stages"].as_array().into_iter().flatten();
+            let groups = stages.flat_map(|s| s["groups"].as_array().into_iter().flatten());
+            let members: Vec<String> = groups
+                .flat_map(|g| g["members"].as_array().into_iter().flatten())
+                .map(|m| {
+                    format!(
+                        "{}: {} {} {}",
+                        m["name"], m["status"]["state"], m["waitingOn"], m["message"]
+                    )
+                })
+                .collect();
+            let f = fake.state();
+            let ops = json!({"now": f["now"], "operations": f["operations"],
+                             "injections": f["injections"]});
+            panic!(
+                "run {run} did not end within {secs} s; its members:\n{}\nthe fake's operations: {ops:#}\nthe run: {last:#}",
+                members.join("\n")
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn a_three_region_run_upgrades_twelve_aks_clusters_once_each_to_the_consistent_image() {
     let _alone = one_at_a_time();
@@ -98,10 +135,7 @@ fn a_three_region_run_upgrades_twelve_aks_clusters_once_each_to_the_consistent_i
     assert_eq!(r.status, 201, "{}", r.body);
     let r = api.call("POST", "/updateRuns/r1/start", None, &[], None);
     assert_eq!(r.status, 200, "{}", r.body);
-    let (state, done) = eventually(240, "the run to end", || {
-        let (state, s) = run_state(&api, "r1")?;
-        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
-    });
+    let (state, done) = run_end(&api, &fake, "r1", 240);
     assert_eq!(state, "Completed", "{done:#}");
     assert_eq!(
         done["nodeImageSelection"]["selectedNodeImageVersions"],
@@ -265,12 +299,9 @@ fn each_aks_error_class_shows_in_the_tree_as_what_the_user_can_act_on() {
     let why = busy["waitingOn"]["message"].as_str().unwrap_or_default();
     assert!(why.contains("OperationInProgress"), "{busy:#}");
 
-    // The stuck status URL is given up on after its fleet-time deadline (about 3.5 real minutes
-    // at this time scale): the bound leaves room for a loaded machine.
-    let (_, done) = eventually(420, "the run to end", || {
-        let (state, s) = run_state(&api, "errors")?;
-        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
-    });
+    // About a minute here (the uncertain start is asked about after 30 s, then the fleet-time
+    // grace); the bound leaves room for a loaded machine.
+    let (_, done) = run_end(&api, &fake, "errors", 420);
     let state_of = |n: &str| {
         member(&done, n)["status"]["state"]
             .as_str()
@@ -420,10 +451,7 @@ fn aks_preflight_skips_a_stopped_cluster_waits_out_a_busy_one_and_checks_each_up
     );
     assert!(waiting["waitingOn"]["until"].is_string(), "{waiting:#}");
 
-    let (state, done) = eventually(420, "the run to end", || {
-        let (state, s) = run_state(&api, "r1")?;
-        matches!(state.as_str(), "Completed" | "Failed" | "Stopped").then_some((state, s))
-    });
+    let (state, done) = run_end(&api, &fake, "r1", 420);
     assert_eq!(state, "Completed", "{done:#}");
     // The stopped cluster is skipped, saying why; AKS was never asked to upgrade it.
     let stopped = member(&done, "aks-eastus-1");

@@ -342,6 +342,12 @@ impl Lifecycle {
                     Some(e.to_string()),
                     true,
                 );
+                // The refusals before it were answers; this start may have been taken, so the
+                // row starts again: it is asked about after the first back-off, not after one
+                // doubled by the throttling that came before it.
+                let op = self.op(id);
+                op.streak = 0;
+                op.refused_since = None;
                 self.refusal(id, now);
                 let wait = self.retry_wait(id, &e);
                 self.waiting(id, refused("start-upgrade", &e), Some(wait), now);

@@ -445,6 +445,31 @@ fn an_uncertain_start_found_running_is_adopted_with_the_providers_id_and_followe
 }
 
 #[test]
+fn an_uncertain_start_after_throttling_is_asked_about_after_the_first_back_off() {
+    let mut lc = sent();
+    let mut now = 0;
+    for _ in 0..4 {
+        let mut e = err(ProviderErrorCode::Throttled);
+        e.retry_after_seconds = Some(2);
+        lc.started("op", Err(e), now);
+        drain(&mut lc);
+        assert_eq!(kinds(&next_timer(&mut lc, &mut now)), ["start"]);
+    }
+    // The fifth write may have been taken: the question comes within the first back-off
+    // (30 s less its jitter), not after 30 s doubled four times.
+    lc.started("op", Err(uncertain()), now);
+    drain(&mut lc);
+    let wait = lc.poll_timeout().expect("a poll") - now;
+    assert!(wait <= 30 * SEC && wait >= 24 * SEC, "{wait} ms");
+    assert!(
+        !lc.waits()["op"].message.contains("refusals in a row"),
+        "{}",
+        lc.waits()["op"].message
+    );
+    assert_eq!(kinds(&next_timer(&mut lc, &mut now)), ["poll"]);
+}
+
+#[test]
 fn an_uncertain_start_not_found_with_the_cluster_at_its_target_succeeded() {
     let mut lc = sent();
     lc.started("op", Err(uncertain()), 0);
