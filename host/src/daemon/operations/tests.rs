@@ -460,7 +460,7 @@ fn an_uncertain_start_after_throttling_is_asked_about_after_the_first_back_off()
     lc.started("op", Err(uncertain()), now);
     drain(&mut lc);
     let wait = lc.poll_timeout().expect("a poll") - now;
-    assert!(wait <= 30 * SEC && wait >= 24 * SEC, "{wait} ms");
+    assert!((24 * SEC..=30 * SEC).contains(&wait), "{wait} ms");
     assert!(
         !lc.waits()["op"].message.contains("refusals in a row"),
         "{}",
