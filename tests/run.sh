@@ -57,6 +57,18 @@ if [ ! -x /usr/bin/prometheus ]; then
   fi
 fi
 
+# [webhooks] host/tests/webhooks_*.rs check what the daemon sends with implementations nobody
+# here wrote: PyPI's standardwebhooks (signatures) and cloudevents (bodies), in a venv made
+# again only when the pins change (it keeps a copy of the requirements it was made from).
+WH_VENV=target/webhook-receivers
+if ! cmp -s tests/webhooks/requirements.txt "$WH_VENV/requirements.txt"; then
+  echo "== webhook receivers' Python (tests/webhooks/requirements.txt) [${SECONDS}s]"
+  rm -rf "$WH_VENV"
+  python3 -m venv "$WH_VENV"
+  "$WH_VENV/bin/python" -m pip install -q --disable-pip-version-check -r tests/webhooks/requirements.txt
+  cp tests/webhooks/requirements.txt "$WH_VENV/requirements.txt"
+fi
+
 echo "== rust tests [${SECONDS}s]"
 cargo test --workspace
 

@@ -11,6 +11,8 @@
 //! `serve` is the one place that knows every room. `health` sits beside the providers (it
 //! runs commands under the exec provider's process rules; not yet wired into `daemon`).
 //! [`outbound`] (a client's TLS roots, a URL's origin) serves `cli`, `providers` and `health`.
+//! [`webhooks`] holds the pure parts of events out (subscriptions, CloudEvents, signatures,
+//! the delivery lanes); its driver is not wired into the daemon yet.
 #![warn(missing_docs)]
 
 pub mod api;
@@ -24,6 +26,7 @@ pub mod providers;
 pub mod runtime;
 pub mod serve;
 pub mod store;
+pub mod webhooks;
 
 use serde::de::DeserializeOwned;
 use std::io::Read;

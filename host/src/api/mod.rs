@@ -673,6 +673,12 @@ async fn as_problem(response: Response, method: &axum::http::Method, path: &str)
     r
 }
 
+/// The API's name of the engine's gate `engine_id` (a GUID, as Azure names gates): what
+/// `/gates/{name}` and the webhooks' links use.
+pub fn gate_name(engine_id: &str) -> String {
+    gates::guid(engine_id)
+}
+
 /// The API's routes over `state`.
 pub fn router(state: Arc<ApiState>) -> Router {
     let fleet = Router::new()

@@ -32,6 +32,7 @@ pub use clock::FleetClock;
 pub use fleet_engine::{Applied, CommittedEvent, DaemonError, FleetEngine, StepWrites};
 pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
 pub use metrics::Metrics;
+pub(crate) use operations::jitter;
 pub use operations::{Action, CallTo, Lifecycle, Policy, ProviderWait, Tracked};
 pub use step::{Outbox, StepJournal};
 pub use worker::{Daemon, Gone, Measurements, Providers, Worker, DELETE_REQUESTED};

@@ -839,7 +839,7 @@ pub fn at_target(d: &Described, request: &UpgradeRequest) -> bool {
 
 /// A number in `0..u64::MAX` fixed by the seed, the operation and the refusal's place in the
 /// row (splitmix64 over FNV-1a): the same inputs, the same back-off, in every run.
-fn jitter(seed: u64, id: &str, streak: u32) -> u64 {
+pub(crate) fn jitter(seed: u64, id: &str, streak: u32) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.bytes() {
         h ^= u64::from(b);

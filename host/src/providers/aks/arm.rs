@@ -1003,7 +1003,7 @@ fn header(headers: &ureq::http::HeaderMap, name: &str) -> Option<String> {
 
 /// `Retry-After` in seconds: delay-seconds, or an HTTP date (RFC 9110 §10.2.3) counted from
 /// `now_ms`.
-fn retry_after(value: &str, now_ms: i64) -> Option<u64> {
+pub(crate) fn retry_after(value: &str, now_ms: i64) -> Option<u64> {
     let value = value.trim();
     if let Ok(s) = value.parse::<u64>() {
         return Some(s);
