@@ -1,12 +1,14 @@
 //! The SQLite store on real files in a temp directory: a step is all or nothing, survives a
 //! reopen, compacts the journal under a snapshot, numbers events for good, refuses databases it
-//! cannot read, and notices an unclean shutdown.
+//! cannot read, and notices an unclean shutdown; the webhooks' cursors, dead letters and
+//! delivery logs.
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use waverun_host::store::{
-    meta, JournalRecord, NewAudit, NewEvent, OperationIntent, OperationState, OperationUpdate,
-    ResourceMeta, SnapshotRecord, SqliteStore, Step, Store, StoreError, StoreRead, SCHEMA_VERSION,
+    meta, DeadLetter, DeliveryRecord, JournalRecord, NewAudit, NewEvent, OperationIntent,
+    OperationState, OperationUpdate, ResourceMeta, SnapshotRecord, SqliteStore, Step, Store,
+    StoreError, StoreRead, WebhookWrites, DELIVERY_LOG_KEEP, SCHEMA_VERSION,
 };
 
 fn db_in(dir: &tempfile::TempDir) -> PathBuf {
@@ -378,4 +380,120 @@ fn an_unclean_shutdown_is_noticed_at_the_next_open() {
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
     assert!(!store.recovered_from_unclean_shutdown());
+}
+
+fn delivery(sub: &str, seq: u64, attempt: u32, outcome: &str) -> DeliveryRecord {
+    DeliveryRecord {
+        subscription: sub.to_string(),
+        seq,
+        attempt,
+        at: "2026-12-06T10:00:00Z".to_string(),
+        status: (outcome == "delivered").then_some(204),
+        latency_ms: 12,
+        outcome: outcome.to_string(),
+        error: (outcome != "delivered").then(|| "HTTP 500".to_string()),
+    }
+}
+
+fn dead(sub: &str, seq: u64) -> DeadLetter {
+    DeadLetter {
+        subscription: sub.to_string(),
+        seq,
+        at: "2026-12-06T11:00:00Z".to_string(),
+        attempts: 9,
+        error: "HTTP 500".to_string(),
+    }
+}
+
+#[test]
+fn webhook_cursors_dead_letters_and_delivery_logs_survive_a_reopen_and_never_go_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    {
+        let mut store = SqliteStore::open(&path).unwrap();
+        store
+            .record_webhooks(&WebhookWrites {
+                cursors: vec![("pager".into(), 7), ("audit".into(), 3)],
+                dead_letters: vec![dead("pager", 4), dead("pager", 6)],
+                deliveries: vec![
+                    delivery("pager", 4, 9, "deadLettered"),
+                    delivery("pager", 7, 1, "delivered"),
+                ],
+                ..WebhookWrites::default()
+            })
+            .unwrap();
+        // A cursor written late (an older batch) never moves one back.
+        store
+            .record_webhooks(&WebhookWrites {
+                cursors: vec![("pager".into(), 5)],
+                redelivered: vec![("pager".into(), 4)],
+                ..WebhookWrites::default()
+            })
+            .unwrap();
+        store.close().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let cursors = store.webhook_cursors().unwrap();
+    assert_eq!(cursors["pager"], 7);
+    assert_eq!(cursors["audit"], 3);
+    assert_eq!(
+        store.dead_letters("pager", 0, 10).unwrap(),
+        [dead("pager", 6)]
+    );
+    assert_eq!(store.dead_letter_count("pager").unwrap(), 1);
+    assert!(store.dead_letters("pager", 6, 10).unwrap().is_empty());
+    let log = store.deliveries("pager", None, 10).unwrap();
+    assert_eq!(
+        log.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
+        [
+            delivery("pager", 7, 1, "delivered"),
+            delivery("pager", 4, 9, "deadLettered")
+        ],
+        "newest first"
+    );
+    let older = store.deliveries("pager", Some(log[0].0), 10).unwrap();
+    assert_eq!(older.len(), 1);
+    assert_eq!(older[0].1.seq, 4);
+}
+
+#[test]
+fn a_delivery_log_keeps_its_newest_attempts_and_a_forgotten_subscription_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&db_in(&dir)).unwrap();
+    let n = DELIVERY_LOG_KEEP + 50;
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(200) {
+        store
+            .record_webhooks(&WebhookWrites {
+                deliveries: chunk
+                    .iter()
+                    .map(|s| delivery("chatty", *s, 1, "failed"))
+                    .collect(),
+                ..WebhookWrites::default()
+            })
+            .unwrap();
+    }
+    store
+        .record_webhooks(&WebhookWrites {
+            deliveries: vec![delivery("quiet", 1, 1, "delivered")],
+            cursors: vec![("chatty".into(), n)],
+            dead_letters: vec![dead("chatty", 2)],
+            ..WebhookWrites::default()
+        })
+        .unwrap();
+    let log = store.deliveries("chatty", None, 5000).unwrap();
+    assert_eq!(log.len() as u64, DELIVERY_LOG_KEEP);
+    assert_eq!(log[0].1.seq, n, "the newest is kept");
+    assert_eq!(log.last().unwrap().1.seq, n - DELIVERY_LOG_KEEP + 1);
+    assert_eq!(store.deliveries("quiet", None, 10).unwrap().len(), 1);
+
+    store
+        .record_webhooks(&WebhookWrites {
+            forgotten: vec!["chatty".into()],
+            ..WebhookWrites::default()
+        })
+        .unwrap();
+    assert!(store.deliveries("chatty", None, 10).unwrap().is_empty());
+    assert_eq!(store.dead_letter_count("chatty").unwrap(), 0);
+    assert!(!store.webhook_cursors().unwrap().contains_key("chatty"));
+    assert_eq!(store.deliveries("quiet", None, 10).unwrap().len(), 1);
 }

@@ -1,7 +1,8 @@
 //! The daemon's store (`shared/spec/store.md`): one contract, [`Store`], for everything the
 //! daemon keeps — the plugin's journal and snapshot, the cluster operations it sent, the event
-//! log the SSE stream resumes from, API metadata (eTags, `systemData`), the audit log and a few
-//! facts about the fleet ([`meta`]). SQLite ([`SqliteStore`]) is the embedded backend; a
+//! log the SSE stream resumes from, API metadata (eTags, `systemData`), the audit log, the
+//! webhooks' cursors, dead letters and delivery logs ([`WebhookWrites`]) and a few facts about
+//! the fleet ([`meta`]). SQLite ([`SqliteStore`]) is the embedded backend; a
 //! PostgreSQL backend with a leader lease implements the same trait later.
 //!
 //! **A step is one transaction.** Whatever one engine step produced — its journal records, a
@@ -228,6 +229,68 @@ pub struct AuditRow {
     pub entry: NewAudit,
 }
 
+/// How many attempts each subscription's delivery log keeps (the newest).
+pub const DELIVERY_LOG_KEEP: u64 = 1000;
+
+/// An event a subscription gave up on: kept, listed, delivered again on request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The subscription.
+    pub subscription: String,
+    /// The event's sequence number.
+    pub seq: u64,
+    /// When it was given up on (RFC 3339, real time).
+    pub at: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last attempt's error.
+    pub error: String,
+}
+
+/// One attempt at a delivery, for the subscription's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryRecord {
+    /// The subscription.
+    pub subscription: String,
+    /// The event's sequence number.
+    pub seq: u64,
+    /// Which attempt at it (from 1).
+    pub attempt: u32,
+    /// When the attempt ended (RFC 3339, real time).
+    pub at: String,
+    /// The receiver's status, when it answered.
+    pub status: Option<u16>,
+    /// How long the attempt took.
+    pub latency_ms: u64,
+    /// `delivered`, `failed`, `deadLettered` or `redelivered`.
+    pub outcome: String,
+    /// What went wrong.
+    pub error: Option<String>,
+}
+
+/// What the webhook driver hands the writer, committed in one transaction
+/// ([`Store::record_webhooks`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WebhookWrites {
+    /// Subscriptions' cursors: (subscription, cursor).
+    pub cursors: Vec<(String, u64)>,
+    /// New dead letters.
+    pub dead_letters: Vec<DeadLetter>,
+    /// Dead letters delivered on request: (subscription, seq).
+    pub redelivered: Vec<(String, u64)>,
+    /// Attempts, for the delivery logs (each log keeps the newest [`DELIVERY_LOG_KEEP`]).
+    pub deliveries: Vec<DeliveryRecord>,
+    /// Subscriptions deleted: their cursor, dead letters and log go.
+    pub forgotten: Vec<String>,
+}
+
+impl WebhookWrites {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        *self == WebhookWrites::default()
+    }
+}
+
 /// Everything one engine step writes. [`Store::commit`] writes all of it in one transaction.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Step {
@@ -351,6 +414,25 @@ pub trait StoreRead {
     fn audited(&self, key: &str) -> Result<bool, StoreError>;
     /// The engine modules that executed `run`, in the order they first did.
     fn run_modules(&self, run: &str) -> Result<Vec<RunModule>, StoreError>;
+    /// Every subscription's stored cursor.
+    fn webhook_cursors(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
+    /// Up to `limit` dead letters of `subscription` with `seq > after`, in order.
+    fn dead_letters(
+        &self,
+        subscription: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<DeadLetter>, StoreError>;
+    /// How many dead letters `subscription` has.
+    fn dead_letter_count(&self, subscription: &str) -> Result<u64, StoreError>;
+    /// Up to `limit` of `subscription`'s logged attempts, newest first, with their log ids,
+    /// older than the id `before` if given.
+    fn deliveries(
+        &self,
+        subscription: &str,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<(u64, DeliveryRecord)>, StoreError>;
 }
 
 /// The writer: one per fleet (one thread; on PostgreSQL, the leader).
@@ -363,6 +445,9 @@ pub trait Store: StoreRead + Send {
     fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
     /// Updates operations outside a step (sent, uncertain), in one transaction.
     fn update_operations(&mut self, updates: &[OperationUpdate]) -> Result<(), StoreError>;
+    /// Writes what the webhook driver did (cursors, dead letters, the delivery logs), in one
+    /// transaction.
+    fn record_webhooks(&mut self, writes: &WebhookWrites) -> Result<(), StoreError>;
     /// Marks a clean shutdown (the next open skips the integrity check).
     fn close(&mut self) -> Result<(), StoreError>;
     /// Another connection to the same store, for reads off the writer's thread (the plugin's

@@ -3,7 +3,7 @@
 //! [`SCHEMA_VERSION`]. A database of a newer version than this build knows is refused.
 
 /// The newest schema version this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The migrations, in order: `MIGRATIONS[i]` takes a database from version `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -104,5 +104,37 @@ CREATE TABLE run_modules (
     r#"
 ALTER TABLE audit ADD COLUMN request_key TEXT;
 CREATE INDEX audit_by_key ON audit (request_key);
+"#,
+    // 3 → 4: events out. Each event subscription's cursor in the event log (every event at or
+    // before it is done), its dead letters, and the newest attempts at its deliveries.
+    r#"
+CREATE TABLE webhook_cursors (
+    subscription TEXT PRIMARY KEY,
+    cursor       INTEGER NOT NULL,
+    epoch        INTEGER NOT NULL
+);
+CREATE TABLE webhook_dead_letters (
+    subscription TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    at           TEXT NOT NULL,
+    attempts     INTEGER NOT NULL,
+    error        TEXT NOT NULL,
+    epoch        INTEGER NOT NULL,
+    PRIMARY KEY (subscription, seq)
+);
+CREATE TABLE webhook_deliveries (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    subscription TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    attempt      INTEGER NOT NULL,
+    at           TEXT NOT NULL,
+    status       INTEGER,
+    latency_ms   INTEGER NOT NULL,
+    outcome      TEXT NOT NULL
+                 CHECK (outcome IN ('delivered', 'failed', 'deadLettered', 'redelivered')),
+    error        TEXT,
+    epoch        INTEGER NOT NULL
+);
+CREATE INDEX webhook_deliveries_by_subscription ON webhook_deliveries (subscription, id);
 "#,
 ];

@@ -6,6 +6,7 @@
 use super::check::{self, Depth};
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use super::{meta, AuditRow, Committed, EventRow, JournalRecord, NewAudit, NewEvent};
+use super::{DeadLetter, DeliveryRecord, WebhookWrites, DELIVERY_LOG_KEEP};
 use super::{OperationRow, OperationState, OperationUpdate, ResourceMeta, SnapshotRecord};
 use super::{RunModule, Step, Store, StoreError, StoreRead};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -433,6 +434,92 @@ impl Store for SqliteStore {
         tx.commit().map_err(db)
     }
 
+    fn record_webhooks(&mut self, w: &WebhookWrites) -> Result<(), StoreError> {
+        if w.is_empty() {
+            return Ok(());
+        }
+        let epoch = self.epoch() as i64;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        for (sub, cursor) in &w.cursors {
+            tx.execute(
+                "INSERT INTO webhook_cursors (subscription, cursor, epoch) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (subscription) DO UPDATE SET cursor = MAX(cursor, excluded.cursor),
+                 epoch = excluded.epoch",
+                params![sub, *cursor as i64, epoch],
+            )
+            .map_err(db)?;
+        }
+        for d in &w.dead_letters {
+            tx.execute(
+                "INSERT OR REPLACE INTO webhook_dead_letters
+                 (subscription, seq, at, attempts, error, epoch) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    d.subscription,
+                    d.seq as i64,
+                    d.at,
+                    d.attempts,
+                    d.error,
+                    epoch
+                ],
+            )
+            .map_err(db)?;
+        }
+        for (sub, seq) in &w.redelivered {
+            tx.execute(
+                "DELETE FROM webhook_dead_letters WHERE subscription = ?1 AND seq = ?2",
+                params![sub, *seq as i64],
+            )
+            .map_err(db)?;
+        }
+        let mut logged = std::collections::BTreeSet::new();
+        for d in &w.deliveries {
+            tx.execute(
+                "INSERT INTO webhook_deliveries
+                 (subscription, seq, attempt, at, status, latency_ms, outcome, error, epoch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    d.subscription,
+                    d.seq as i64,
+                    d.attempt,
+                    d.at,
+                    d.status,
+                    d.latency_ms as i64,
+                    d.outcome,
+                    d.error,
+                    epoch
+                ],
+            )
+            .map_err(db)?;
+            logged.insert(d.subscription.as_str());
+        }
+        for sub in logged {
+            tx.execute(
+                "DELETE FROM webhook_deliveries WHERE subscription = ?1 AND id <= (
+                     SELECT id FROM webhook_deliveries WHERE subscription = ?1
+                     ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                params![sub, DELIVERY_LOG_KEEP as i64],
+            )
+            .map_err(db)?;
+        }
+        for sub in &w.forgotten {
+            for table in [
+                "webhook_cursors",
+                "webhook_dead_letters",
+                "webhook_deliveries",
+            ] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE subscription = ?1"),
+                    [sub],
+                )
+                .map_err(db)?;
+            }
+        }
+        tx.commit().map_err(db)
+    }
+
     fn close(&mut self) -> Result<(), StoreError> {
         let _ = self
             .conn
@@ -524,6 +611,93 @@ macro_rules! reads_on_conn {
                             module_hash: r.get(0)?,
                             first_step_ms: r.get(1)?,
                         })
+                    })
+                    .map_err(db)?;
+                rows.collect::<Result<_, _>>().map_err(db)
+            }
+
+            fn webhook_cursors(
+                &self,
+            ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+                let mut st = self
+                    .conn
+                    .prepare_cached("SELECT subscription, cursor FROM webhook_cursors")
+                    .map_err(db)?;
+                let rows = st
+                    .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+                    .map_err(db)?;
+                rows.collect::<Result<_, _>>().map_err(db)
+            }
+
+            fn dead_letters(
+                &self,
+                subscription: &str,
+                after: u64,
+                limit: u32,
+            ) -> Result<Vec<DeadLetter>, StoreError> {
+                let mut st = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT seq, at, attempts, error FROM webhook_dead_letters
+                         WHERE subscription = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                    )
+                    .map_err(db)?;
+                let rows = st
+                    .query_map(params![subscription, after as i64, limit], |r| {
+                        Ok(DeadLetter {
+                            subscription: subscription.to_string(),
+                            seq: r.get::<_, i64>(0)? as u64,
+                            at: r.get(1)?,
+                            attempts: r.get(2)?,
+                            error: r.get(3)?,
+                        })
+                    })
+                    .map_err(db)?;
+                rows.collect::<Result<_, _>>().map_err(db)
+            }
+
+            fn dead_letter_count(&self, subscription: &str) -> Result<u64, StoreError> {
+                let n: i64 = self
+                    .conn
+                    .query_row(
+                        "SELECT COUNT(*) FROM webhook_dead_letters WHERE subscription = ?1",
+                        [subscription],
+                        |r| r.get(0),
+                    )
+                    .map_err(db)?;
+                Ok(n as u64)
+            }
+
+            fn deliveries(
+                &self,
+                subscription: &str,
+                before: Option<u64>,
+                limit: u32,
+            ) -> Result<Vec<(u64, DeliveryRecord)>, StoreError> {
+                let mut st = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT id, seq, attempt, at, status, latency_ms, outcome, error
+                         FROM webhook_deliveries WHERE subscription = ?1 AND id < ?2
+                         ORDER BY id DESC LIMIT ?3",
+                    )
+                    .map_err(db)?;
+                let before = before.map_or(i64::MAX, |b| b as i64);
+                let rows = st
+                    .query_map(params![subscription, before, limit], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)? as u64,
+                            DeliveryRecord {
+                                subscription: subscription.to_string(),
+                                seq: r.get::<_, i64>(1)? as u64,
+                                attempt: r.get(2)?,
+                                at: r.get(3)?,
+                                status: r.get(4)?,
+                                latency_ms: r.get::<_, i64>(5)? as u64,
+                                outcome: r.get(6)?,
+                                error: r.get(7)?,
+                            },
+                        ))
                     })
                     .map_err(db)?;
                 rows.collect::<Result<_, _>>().map_err(db)
