@@ -11,8 +11,8 @@
 //! `serve` is the one place that knows every room. `health` sits beside the providers (it
 //! runs commands under the exec provider's process rules; not yet wired into `daemon`).
 //! [`outbound`] (a client's TLS roots, a URL's origin) serves `cli`, `providers` and `health`.
-//! [`webhooks`] holds the pure parts of events out (subscriptions, CloudEvents, signatures,
-//! the delivery lanes); its driver is not wired into the daemon yet.
+//! [`webhooks`] is events out: subscriptions, CloudEvents, signatures, the delivery lanes, one
+//! attempt over the network, and the driver thread; `serve` does not start the driver yet.
 #![warn(missing_docs)]
 
 pub mod api;

@@ -9,12 +9,10 @@
 
 mod http_support;
 mod runtime_support;
+mod webhook_support;
 
-use http_support::{agent, eventually};
-use runtime_support::workspace;
+use http_support::agent;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use waverun_host::store::{EventRow, NewEvent};
 use waverun_host::webhooks::cloudevent::{self, cloud_event, Origin};
@@ -22,58 +20,7 @@ use waverun_host::webhooks::delivery::Outcome;
 use waverun_host::webhooks::destination::AddressPolicy;
 use waverun_host::webhooks::sender::{Sender, SenderConfig};
 use waverun_host::webhooks::signature::{self, SignedHeaders, SigningKey};
-
-/// The receiver, a child process; killed when dropped.
-struct Receiver {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn python() -> PathBuf {
-    let py = workspace().join("target/webhook-receivers/bin/python");
-    assert!(
-        py.exists(),
-        "{} is missing: these tests need the receivers' Python with standardwebhooks and \
-         cloudevents (tests/run.sh makes it: python3 -m venv target/webhook-receivers && \
-         target/webhook-receivers/bin/python -m pip install -r tests/webhooks/requirements.txt)",
-        py.display()
-    );
-    py
-}
-
-fn receiver(dir: &Path, secrets: &[&str]) -> Receiver {
-    let port_file = dir.join("receiver.port");
-    let mut cmd = Command::new(python());
-    cmd.arg(workspace().join("tests/webhooks/receiver.py"))
-        .args(["--port", "0", "--max-seconds", "300", "--port-file"])
-        .arg(&port_file)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdout(Stdio::null());
-    for s in secrets {
-        cmd.args(["--secret", s]);
-    }
-    let child = cmd.spawn().expect("the receiver starts");
-    let mut r = Receiver {
-        child,
-        base: String::new(),
-    };
-    let port = eventually(30, "the receiver's port", || {
-        std::fs::read_to_string(&port_file)
-            .ok()?
-            .trim()
-            .parse::<u16>()
-            .ok()
-    });
-    r.base = format!("http://127.0.0.1:{port}");
-    r
-}
+use webhook_support::{deliveries, mode, receiver, Receiver};
 
 /// Posts `body` with `headers` to the receiver; the status.
 fn post(r: &Receiver, headers: &[(&str, String)], body: &[u8]) -> u16 {
@@ -88,14 +35,6 @@ fn post(r: &Receiver, headers: &[(&str, String)], body: &[u8]) -> u16 {
         .run(req.body(body.to_vec()).unwrap())
         .expect("the receiver answers");
     resp.status().as_u16()
-}
-
-fn deliveries(r: &Receiver) -> Vec<Value> {
-    let mut resp = agent()
-        .get(format!("{}/_deliveries", r.base))
-        .call()
-        .expect("the receiver's log");
-    serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
 }
 
 fn row(seq: u64, run: &str, data: Value) -> EventRow {
@@ -246,15 +185,6 @@ fn a_tampered_late_or_unsigned_delivery_is_refused_by_the_receiver() {
     );
     // The same bytes, signed now, pass: the refusals were the signature's, not the event's.
     assert_eq!(post(&r, &h.pairs(), &body), 204);
-}
-
-/// Sets the receiver's answer.
-fn mode(r: &Receiver, mode: Value) {
-    let resp = agent()
-        .post(format!("{}/_mode", r.base))
-        .send(mode.to_string())
-        .expect("the receiver takes its mode");
-    assert_eq!(resp.status().as_u16(), 204);
 }
 
 /// A sender that may deliver to loopback, with a one-second deadline.

@@ -101,6 +101,8 @@ pub struct Worker {
     events: tokio::sync::watch::Sender<u64>,
     /// Health-check measurements: where they run, and which are being taken.
     measurements: Measurements,
+    /// The webhook driver, told when the event log grows.
+    webhooks: Option<Sender<crate::webhooks::driver::DriverMsg>>,
 }
 
 /// The worker's side of health checks: a checker, a small tokio runtime of its own to take
@@ -214,9 +216,21 @@ impl Worker {
         self.dispatch(applied)
     }
 
+    /// Tells the webhook driver, from now on, each time the event log grows.
+    pub fn set_webhooks(&mut self, tx: Sender<crate::webhooks::driver::DriverMsg>) {
+        let _ = tx.send(crate::webhooks::driver::DriverMsg::Logged(
+            *self.events.borrow(),
+        ));
+        self.webhooks = Some(tx);
+    }
+
     fn dispatch(&mut self, applied: &Applied) {
         if let Some(last) = applied.events.last() {
             self.events.send_replace(last.seq);
+            if let Some(tx) = &self.webhooks {
+                // Never blocks: the driver reads the log at its own pace.
+                let _ = tx.send(crate::webhooks::driver::DriverMsg::Logged(last.seq));
+            }
         }
         for p in &applied.events {
             self.measure(&p.event);
@@ -749,6 +763,7 @@ impl Daemon {
                     waits_version: worker_waits_version,
                     events,
                     measurements,
+                    webhooks: None,
                 };
                 let unfinished = w.engine.unfinished_operations()?;
                 for op in &unfinished {
@@ -798,6 +813,20 @@ impl Daemon {
         });
         self.tx.send(Msg::Run(job)).map_err(|_| Gone)?;
         answer.recv().map_err(|_| Gone)
+    }
+
+    /// Where the webhook driver's writes go: the store's one writer, on the engine thread,
+    /// without the driver waiting for them.
+    pub fn webhook_writes(&self) -> crate::webhooks::driver::Writes {
+        let tx = self.tx.clone();
+        Box::new(move |writes| {
+            let job: Job = Box::new(move |w| {
+                if let Err(e) = w.engine().store().record_webhooks(&writes) {
+                    tracing::error!(error = %e, "storing the webhooks' cursors and logs");
+                }
+            });
+            let _ = tx.send(Msg::Run(job));
+        })
     }
 
     /// Stops the loop, closes the store cleanly and waits for the thread.

@@ -245,6 +245,14 @@ impl Deliveries {
             .collect()
     }
 
+    /// Each lane's cursor: every event at or before it is done.
+    pub fn cursors(&self) -> BTreeMap<String, u64> {
+        self.lanes
+            .iter()
+            .map(|(n, l)| (n.clone(), l.cursor()))
+            .collect()
+    }
+
     /// The lanes, by name.
     pub fn lanes(&self) -> impl Iterator<Item = &str> {
         self.lanes.keys().map(String::as_str)

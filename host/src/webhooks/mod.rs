@@ -2,7 +2,8 @@
 //! subscriptions as signed webhooks — CloudEvents 1.0 in structured JSON mode, signed as the
 //! Standard Webhooks specification says, at least once and in order per subscription.
 //!
-//! Rooms, each one concept; all but [`sender`] without threads, a store, a clock or I/O:
+//! Rooms, each one concept; all but [`sender`] and [`driver`] without threads, a store, a clock
+//! or I/O:
 //! - [`subscription`]: a subscription as the API takes it (Event Grid's shape), checked, and
 //!   which events it receives;
 //! - [`destination`]: which endpoints and addresses a delivery may go to (SSRF rules);
@@ -15,12 +16,13 @@
 //! - [`sender`]: one attempt over the network (deadline, response-size limit, no redirects,
 //!   only checked addresses).
 //!
-//! The driver that reads the log, runs the lanes' attempts, and stores cursors and dead
-//! letters sits at the edge with the daemon's other threads.
+//! - [`driver`]: the edge — one thread that reads the log, runs the lanes' attempts, and hands
+//!   cursors, dead letters and the delivery logs to the store's one writer.
 
 pub mod cloudevent;
 pub mod delivery;
 pub mod destination;
+pub mod driver;
 pub mod sender;
 pub mod signature;
 pub mod subscription;
