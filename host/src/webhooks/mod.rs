@@ -25,4 +25,5 @@ pub mod destination;
 pub mod driver;
 pub mod sender;
 pub mod signature;
+pub mod stored;
 pub mod subscription;
