@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 BIN="${1:-target/debug/waverun}"
 VERSION=4.32.5
 ENV=target/schemathesis
-ST="$ENV/bin/schemathesis"
+# Through its Python (not the venv's script, whose #! line names where the venv was made).
+ST="$ENV/bin/python -m schemathesis.cli"
 pinned() { "$ENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$VERSION')" 2>/dev/null; }
 if ! pinned; then
   python3 -m venv "$ENV"
@@ -28,7 +29,7 @@ for _ in $(seq 240); do
   sleep 0.5
 done
 grep -q "curl" "$DATA/demo.log" || { echo "the demo did not start:"; cat "$DATA/demo.log"; exit 1; }
-"$ST" run "http://127.0.0.1:$PORT/openapi.json" \
+$ST run "http://127.0.0.1:$PORT/openapi.json" \
   --header "Authorization: Bearer $TOKEN" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
   --max-examples 25 --seed 1 --request-timeout 20 --no-color

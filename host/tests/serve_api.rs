@@ -814,7 +814,7 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         }
     }
     assert_eq!(
-        operations, 42,
+        operations, 51,
         "the spec's paths, waverun's own and the fleet's"
     );
     // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
@@ -924,7 +924,7 @@ fn logs() -> &'static Logs {
 
 /// The least role each operation needs (`shared/spec/api.md` §4): viewer reads (and simulates,
 /// which changes nothing), operator changes members, strategies and runs, approver completes
-/// gates, admin replaces the freeze calendar.
+/// gates, admin replaces the freeze calendar and owns event subscriptions (reads too).
 fn least_role(operation_id: &str) -> Role {
     match operation_id {
         "members_put" | "members_patch" | "members_delete" | "strategies_put"
@@ -932,6 +932,8 @@ fn least_role(operation_id: &str) -> Role {
         | "runs_skip" | "runs_retry" => Role::Operator,
         "gates_patch" | "gates_approve" | "gates_fail" => Role::Approver,
         "freezes_put" | "profiles_put" | "profiles_delete" | "profiles_generate" => Role::Admin,
+        // Event subscriptions name endpoints (which may carry credentials): reads are admin's too.
+        id if id.starts_with("subscriptions_") => Role::Admin,
         _ => Role::Viewer,
     }
 }
@@ -1001,7 +1003,7 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
     assert_eq!(
         cells,
-        39 * 4,
+        48 * 4,
         "every operation but the three public ones, by four roles"
     );
     // Refused mutations are in the audit log too: who (as far as known) and the outcome.

@@ -56,6 +56,13 @@ fn set_up(d: &Daemon, s: &Scenario) -> Fixture {
         Some(&profile),
     );
     assert_eq!(r.status, 201, "{}", r.body);
+    // Disabled, and created once the log is still: its status stays as it is.
+    let subscription = json!({ "properties": {
+        "destination": {"endpointType": "WebHook",
+                        "properties": {"endpointUrl": "https://hooks.example.com/in"}},
+        "enabled": false,
+    }})
+    .to_string();
     let r = d.call("POST", "/updateRuns/r1/start", None, &[], None);
     assert_eq!(r.status, 200, "{}", r.body);
     let until = Instant::now() + Duration::from_secs(60);
@@ -68,6 +75,14 @@ fn set_up(d: &Daemon, s: &Scenario) -> Fixture {
             .find(|g| g["properties"]["gateType"] == "Approval")
             .map(|g| g["name"].as_str().unwrap().to_string());
         if let Some(gate) = approval {
+            let r = d.call(
+                "PUT",
+                "/eventSubscriptions/pager",
+                None,
+                &[],
+                Some(&subscription),
+            );
+            assert_eq!(r.status, 201, "{}", r.body);
             return Fixture { gate };
         }
         assert!(Instant::now() < until, "the run never reached its gate");
@@ -95,6 +110,7 @@ fn concrete(path: &str, f: &Fixture) -> String {
         "updateRuns" => "r1",
         "gates" => f.gate.as_str(),
         "autoUpgradeProfiles" => "patches",
+        "eventSubscriptions" => "pager",
         other => panic!("which {other} does {path} name?"),
     };
     path.replace("{name}", name)
@@ -224,7 +240,23 @@ fn bodies(op: &str, s: &Scenario) -> Option<(Value, Value, &'static str)> {
             json!({"start": 7}),
             "start",
         ),
-        "members_delete" | "strategies_delete" | "runs_delete" | "profiles_delete" => return None,
+        "subscriptions_put" => (
+            json!({"properties": {"destination": {"endpointType": "WebHook",
+                "properties": {"endpointUrl": "https://hooks.example.com/other"}}, "enabled": false}}),
+            json!({"properties": {"enabled": "yes"}}),
+            "properties.enabled",
+        ),
+        "subscriptions_rotate" | "subscriptions_test" => (json!({}), json!([]), ""),
+        "subscriptions_redeliver" => (
+            json!({"eventIds": []}),
+            json!({"eventIds": "all"}),
+            "eventIds",
+        ),
+        "members_delete"
+        | "strategies_delete"
+        | "runs_delete"
+        | "profiles_delete"
+        | "subscriptions_delete" => return None,
         other => panic!("{other}: a mutating operation this test has no bodies for"),
     })
 }
@@ -404,7 +436,7 @@ fn every_mutation_refuses_bad_input_with_a_problem_audits_it_and_changes_nothing
         }
     }
     assert_eq!(
-        operations, 19,
+        operations, 24,
         "every PUT, PATCH, POST and DELETE of the document"
     );
     assert!(checked >= 70, "{checked} cases");

@@ -367,3 +367,74 @@ fn the_health_checks_section_reads_with_paths_relative_to_the_file_and_refuses_u
     .unwrap_err();
     assert!(e.contains("healthChecks.secrets.s.origins[0]"), "{e}");
 }
+
+#[test]
+fn webhooks_settings_are_checked_and_their_secrets_read_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pager.secret"),
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("short.secret"), "whsec_c2hvcnQ=\n").unwrap();
+    let ok = "webhooks:\n  allowLoopback: true\n  timeoutSeconds: 2.5\n  maxResponseBytes: 1024\n  secrets:\n    pager: {fromFile: pager.secret}\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, ok)), Overrides::default()).unwrap();
+    assert!(c.webhooks.sender.policy.allow_loopback);
+    assert_eq!(
+        c.webhooks.sender.timeout,
+        std::time::Duration::from_millis(2500)
+    );
+    assert_eq!(c.webhooks.sender.max_response_bytes, 1024);
+    assert_eq!(
+        c.webhooks.secrets["pager"].secret(),
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    );
+    // Without the block: loopback refused, the defaults.
+    let c = ServeConfig::resolve(Some(&write(&dir, "{}\n")), Overrides::default()).unwrap();
+    assert!(!c.webhooks.sender.policy.allow_loopback);
+    assert_eq!(
+        c.webhooks.sender.timeout,
+        std::time::Duration::from_secs(10)
+    );
+    for (text, field, rule) in [
+        (
+            "webhooks: {timeoutSeconds: 0}\n",
+            "webhooks.timeoutSeconds",
+            "(0, 60]",
+        ),
+        (
+            "webhooks: {timeoutSeconds: 61}\n",
+            "webhooks.timeoutSeconds",
+            "(0, 60]",
+        ),
+        (
+            "webhooks: {maxResponseBytes: 0}\n",
+            "webhooks.maxResponseBytes",
+            "at least 1",
+        ),
+        (
+            "webhooks: {secrets: {pager: {fromFile: missing.secret}}}\n",
+            "webhooks.secrets.pager",
+            "missing.secret",
+        ),
+        (
+            "webhooks: {secrets: {pager: {fromFile: short.secret}}}\n",
+            "webhooks.secrets.pager",
+            "24 to 64 bytes",
+        ),
+        (
+            "webhooks: {secrets: {pager: {fromEnv: WAVERUN_TEST_NO_SUCH_SECRET}}}\n",
+            "webhooks.secrets.pager",
+            "WAVERUN_TEST_NO_SUCH_SECRET",
+        ),
+    ] {
+        let e = ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap_err();
+        assert!(e.starts_with(field) && e.contains(rule), "{text}: {e}");
+    }
+    let e = ServeConfig::resolve(
+        Some(&write(&dir, "webhooks: {allowLoopbak: true}\n")),
+        Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.contains("allowLoopbak"), "{e}");
+}

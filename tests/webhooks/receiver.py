@@ -16,6 +16,7 @@ A delivery whose signature or CloudEvent does not check out gets 400 with the re
 the mode. GET /_deliveries lists every delivery received, in order, with what was checked:
     {"webhookId", "webhookTimestamp", "verifiedWith": [secret index, ...], "signatureError",
      "event": {the CloudEvent's attributes and data} | null, "eventError", "answered"}
+POST /_secrets {"secret": "whsec_…"} adds a secret it verifies with (one a daemon showed once).
 The process ends by itself after --max-seconds.
 """
 
@@ -103,6 +104,10 @@ def handler(state):
             if self.path == "/_mode":
                 with state.lock:
                     state.mode = json.loads(body)
+                return self.reply(204)
+            if self.path == "/_secrets":
+                with state.lock:
+                    state.hooks.append(Webhook(json.loads(body)["secret"]))
                 return self.reply(204)
             rec = check(state, dict(self.headers), body)
             with state.lock:

@@ -18,6 +18,7 @@ mod problem;
 mod profiles;
 mod runs;
 mod strategies;
+mod subscriptions;
 
 pub use arm::API_VERSIONS;
 pub use auth::{token_hash, Auth, Caller, Need, Role};
@@ -84,6 +85,8 @@ pub struct ApiState {
     feed: Arc<feed::Feed>,
     /// Live streams, bounded per token and in all.
     streams: Arc<feed::StreamLimits>,
+    /// Events out (`eventSubscriptions`), when the daemon runs them.
+    webhooks: Option<Arc<crate::webhooks::service::Webhooks>>,
 }
 
 /// Live event streams one token may hold open, by default.
@@ -120,7 +123,14 @@ impl ApiState {
             simulations: tokio::sync::Semaphore::new(MAX_SIMULATIONS),
             runs: Default::default(),
             public_url: None,
+            webhooks: None,
         }
+    }
+
+    /// `eventSubscriptions` are served, over this handle on events out.
+    pub fn with_webhooks(mut self, webhooks: Arc<crate::webhooks::service::Webhooks>) -> ApiState {
+        self.webhooks = Some(webhooks);
+        self
     }
 
     /// Links the API hands out are absolute, under `url` (`https://host[:port]`).
@@ -382,8 +392,9 @@ async fn openapi_json(State(st): State<Arc<ApiState>>) -> Response {
 /// `GET /metrics`: the Prometheus text exposition; the counts by state are taken now.
 async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<Response, Problem> {
     st.auth.check(&headers, Need::Read)?;
+    let hooks = st.webhooks.clone();
     let text = st
-        .engine(|w| {
+        .engine(move |w| {
             let map = |e: crate::daemon::DaemonError| Problem::daemon(&e, &|p: &str| p.to_string());
             let names = w
                 .engine()
@@ -397,7 +408,22 @@ async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<
             }
             let m = w.engine().metrics();
             m.set_runs(&runs);
-            Ok(m.encode_with(&w.provider_metrics()))
+            let mut samples = w.provider_metrics();
+            if let Some(h) = &hooks {
+                let r = w.engine().stored();
+                let mut subs = Vec::new();
+                for s in r
+                    .resources(subscriptions::KIND)
+                    .map_err(envelope::store_problem)?
+                {
+                    let dead = r
+                        .dead_letter_count(&s.name)
+                        .map_err(envelope::store_problem)?;
+                    subs.push((s.name, dead));
+                }
+                samples.extend(h.metrics(&subs));
+            }
+            Ok(m.encode_with(&samples))
         })
         .await?;
     Ok((
@@ -540,7 +566,7 @@ fn need_of(method: &axum::http::Method, path: &str) -> Need {
     };
     let resource = rest.split('/').nth(1).unwrap_or("");
     match (method.as_str(), resource) {
-        (_, "freezes" | "autoUpgradeProfiles") => Need::Administer,
+        (_, "freezes" | "autoUpgradeProfiles" | "eventSubscriptions") => Need::Administer,
         (_, "gates") => Need::Approve,
         ("POST", "simulate") => Need::Read,
         (_, "members" | "updateStrategies" | "updateRuns") => Need::Operate,
@@ -729,6 +755,30 @@ pub fn router(state: Arc<ApiState>) -> Router {
                 .put(members::put)
                 .patch(members::patch)
                 .delete(members::delete),
+        )
+        .route("/eventSubscriptions", get(subscriptions::list))
+        .route(
+            "/eventSubscriptions/{name}",
+            get(subscriptions::show)
+                .put(subscriptions::put)
+                .delete(subscriptions::delete),
+        )
+        .route(
+            "/eventSubscriptions/{name}/rotateSecret",
+            post(subscriptions::rotate),
+        )
+        .route("/eventSubscriptions/{name}/test", post(subscriptions::test))
+        .route(
+            "/eventSubscriptions/{name}/deliveries",
+            get(subscriptions::deliveries),
+        )
+        .route(
+            "/eventSubscriptions/{name}/deadLetters",
+            get(subscriptions::dead_letters),
+        )
+        .route(
+            "/eventSubscriptions/{name}/deadLetters/redeliver",
+            post(subscriptions::redeliver),
         )
         .route("/events", get(events::list))
         .route("/audit", get(events::audit));

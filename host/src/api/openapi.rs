@@ -348,6 +348,21 @@ list!(
     "A page of auto-upgrade profiles."
 );
 list!(MemberList, MemberResource, "A page of members.");
+list!(
+    EventSubscriptionList,
+    EventSubscriptionResource,
+    "A page of event subscriptions."
+);
+list!(
+    DeliveryList,
+    DeliveryAttempt,
+    "A page of a subscription's delivery log, newest first."
+);
+list!(
+    DeadLetterList,
+    DeadLetterEntry,
+    "A page of a subscription's dead letters, oldest first."
+);
 list!(GateList, GateResource, "A page of gates.");
 list!(AuditList, AuditEntry, "A page of the audit log.");
 list!(
@@ -478,6 +493,210 @@ put_body!(
     MemberPut,
     MemberPutProperties,
     "A member bound to its cluster."
+);
+
+/// Where an event subscription delivers (Event Grid's `destination`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubscriptionDestination {
+    /// `WebHook` (the one type).
+    endpoint_type: String,
+    properties: SubscriptionEndpoint,
+}
+
+/// The endpoint.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubscriptionEndpoint {
+    /// `https://…` (plain `http` only to loopback, when `webhooks.allowLoopback` is set).
+    endpoint_url: String,
+}
+
+/// Which events a subscription receives (every one when empty).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubscriptionFilter {
+    /// Event kinds (`GateCreated`, `RunFailed`, …) or their CloudEvents types.
+    #[serde(default)]
+    included_event_types: Vec<String>,
+    /// Only these runs' events.
+    #[serde(default)]
+    runs: Vec<String>,
+    /// Only these stages' events.
+    #[serde(default)]
+    stages: Vec<String>,
+    /// `info` (default), `warning` or `error`.
+    #[serde(default)]
+    minimum_severity: Option<String>,
+}
+
+/// How long an event is tried before it is dead-lettered.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubscriptionRetryPolicy {
+    /// 1 to 1440 (default 1440).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1440)]
+    event_time_to_live_in_minutes: Option<u32>,
+}
+
+/// How deliveries are signed: a configured secret by name, or (without one) the
+/// subscription's own, generated and shown once.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubscriptionSigningPut {
+    /// A secret of the daemon's configuration (`webhooks.secrets`).
+    #[serde(default)]
+    secret_ref: Option<String>,
+}
+
+/// `PUT /eventSubscriptions/{name}`'s properties.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventSubscriptionPutProperties {
+    destination: SubscriptionDestination,
+    #[serde(default)]
+    filter: Option<SubscriptionFilter>,
+    /// `CloudEventSchemaV1_0` (the one schema).
+    #[serde(default)]
+    event_delivery_schema: Option<String>,
+    #[serde(default)]
+    retry_policy: Option<SubscriptionRetryPolicy>,
+    #[serde(default)]
+    signing: Option<SubscriptionSigningPut>,
+    /// Default true.
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+/// One of a subscription's own secrets, as reads show it (never the secret).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SubscriptionSecretInfo {
+    created_at: String,
+    /// Set after a rotation: it signs until then.
+    expires_at: Option<String>,
+}
+
+/// How deliveries are signed, as reads show it.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SubscriptionSigning {
+    #[serde(default)]
+    secret_ref: Option<String>,
+    secrets: Vec<SubscriptionSecretInfo>,
+    /// Only in the answer that made it (a creation or a rotation): `whsec_…`, shown once.
+    #[serde(default)]
+    secret: Option<String>,
+}
+
+/// Where a subscription's deliveries stand.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SubscriptionStatus {
+    /// The last event done with (delivered, dead-lettered or not for it).
+    cursor: u64,
+    /// The event log's last sequence number.
+    log_end: u64,
+    /// Matching events not yet delivered.
+    lag: u64,
+    dead_letters: u64,
+    /// Attempts since the daemon started, by outcome.
+    #[schema(value_type = Object)]
+    attempts_since_start: serde_json::Value,
+}
+
+/// An event subscription's properties, as reads show them.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct EventSubscriptionProperties {
+    destination: SubscriptionDestination,
+    #[serde(default)]
+    filter: Option<SubscriptionFilter>,
+    #[serde(default)]
+    event_delivery_schema: Option<String>,
+    #[serde(default)]
+    retry_policy: Option<SubscriptionRetryPolicy>,
+    signing: SubscriptionSigning,
+    #[serde(default)]
+    enabled: Option<bool>,
+    provisioning_state: String,
+    status: SubscriptionStatus,
+}
+
+/// An event subscription.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct EventSubscriptionResource {
+    id: String,
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    system_data: SystemData,
+    properties: EventSubscriptionProperties,
+    e_tag: String,
+}
+
+/// One attempt at a delivery.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DeliveryAttempt {
+    /// The log entry's id (for `before`).
+    id: u64,
+    /// The event's sequence number (the CloudEvent's `id`).
+    event_id: u64,
+    attempt: u32,
+    at: String,
+    status: Option<u16>,
+    latency_ms: u64,
+    /// `delivered`, `failed` or `deadLettered`.
+    outcome: String,
+    error: Option<String>,
+}
+
+/// An event given up on.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DeadLetterEntry {
+    event_id: u64,
+    at: String,
+    attempts: u32,
+    error: String,
+}
+
+/// `POST /eventSubscriptions/{name}/deadLetters/redeliver` (optional): which dead letters
+/// (all when absent).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RedeliverBody {
+    #[serde(default)]
+    event_ids: Option<Vec<u64>>,
+}
+
+/// How many dead letters go back into the subscription's lane.
+#[derive(Serialize, ToSchema)]
+struct RedeliverResponse {
+    redelivering: u64,
+}
+
+/// How a test delivery went.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct TestDeliveryResponse {
+    /// `delivered` or `failed`.
+    outcome: String,
+    status: Option<u16>,
+    latency_ms: u64,
+    error: Option<String>,
+    /// The CloudEvent sent (`io.waverun.Test`).
+    #[schema(value_type = Object)]
+    event: serde_json::Value,
+}
+
+put_body!(
+    EventSubscriptionPut,
+    EventSubscriptionPutProperties,
+    "An event subscription to store."
 );
 
 /// `PATCH /gates/{id}`'s properties.
@@ -658,6 +877,15 @@ fn operations() -> Vec<Op> {
         op(Put, "/freezes", "freezes_put", "Replace the freeze calendar", "admin", &["fleet"], Some("Freezes"), ("200", "Freezes", JSON)),
         op(Get, "/releases", "releases_list", "The release catalog (per region with ?region=)", "viewer", &["fleet", "region"], None, ("200", "Object", JSON)),
         op(Post, "/simulate", "simulate", "Simulate a scenario (scenario-format.md, as JSON): the report of `waverun simulate -o json`", "viewer", &["fleet"], Some("Object"), ("200", "Object", JSON)),
+        op(Get, "/eventSubscriptions", "subscriptions_list", "List event subscriptions, each with where its deliveries stand", "admin", page, None, ("200", "EventSubscriptionList", JSON)),
+        op(Get, "/eventSubscriptions/{name}", "subscriptions_show", "Show an event subscription (never its secret)", "admin", name, None, ("200", "EventSubscriptionResource", JSON)),
+        op(Put, "/eventSubscriptions/{name}", "subscriptions_put", "Create or replace an event subscription (a generated secret is in the answer, once)", "admin", name, Some("EventSubscriptionPut"), ("200", "EventSubscriptionResource", JSON)),
+        op(Delete, "/eventSubscriptions/{name}", "subscriptions_delete", "Delete an event subscription (its cursor, dead letters and log too)", "admin", name, None, ("204", "", "")),
+        op(Post, "/eventSubscriptions/{name}/rotateSecret", "subscriptions_rotate", "A new signing secret (in the answer, once); the old ones sign beside it for a day", "admin", name, Some("EmptyBody"), ("200", "EventSubscriptionResource", JSON)),
+        op(Post, "/eventSubscriptions/{name}/test", "subscriptions_test", "Send the endpoint one signed io.waverun.Test event now, and say how it went", "admin", name, Some("EmptyBody"), ("200", "TestDeliveryResponse", JSON)),
+        op(Get, "/eventSubscriptions/{name}/deliveries", "subscriptions_deliveries", "The subscription's delivery log, newest first", "admin", &["fleet", "name", "$top", "before"], None, ("200", "DeliveryList", JSON)),
+        op(Get, "/eventSubscriptions/{name}/deadLetters", "subscriptions_dead_letters", "The subscription's dead letters, oldest first", "admin", &["fleet", "name", "$top", "after"], None, ("200", "DeadLetterList", JSON)),
+        op(Post, "/eventSubscriptions/{name}/deadLetters/redeliver", "subscriptions_redeliver", "Deliver dead letters again (eventIds, or all), after what the subscription is delivering now", "admin", name, Some("RedeliverBody"), ("202", "RedeliverResponse", JSON)),
         op(Get, "/events", "events_list", "Engine events: a page of JSON, or Server-Sent Events with Accept: text/event-stream", "viewer", &["fleet", "after", "$top", "run", "Accept", "Last-Event-ID"], None, ("200", "EventList", JSON)),
         op(Get, "/audit", "audit_list", "The audit log", "viewer", &["fleet", "after", "$top"], None, ("200", "AuditList", JSON)),
     ]
@@ -701,6 +929,13 @@ fn parameter(name: &str, fleet: &str) -> utoipa::openapi::path::Parameter {
         ),
         "$filter" => (ParameterIn::Query, string(), "`state eq STATE`"),
         "run" => (ParameterIn::Query, string(), "Only those of this run"),
+        "before" => (
+            ParameterIn::Query,
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0)),
+            "Only those older than this log id (from nextLink)",
+        ),
         "after" => (
             ParameterIn::Query,
             ObjectBuilder::new()
@@ -822,6 +1057,9 @@ pub fn document(fleet: &str) -> OpenApi {
                 "gates_approve",
                 "gates_fail",
                 "profiles_generate",
+                "subscriptions_rotate",
+                "subscriptions_test",
+                "subscriptions_redeliver",
             ]
             .contains(&o.id)
             {
@@ -847,6 +1085,7 @@ pub fn document(fleet: &str) -> OpenApi {
             "UpdateRunResource",
             "GateResource",
             "AutoUpgradeProfileResource",
+            "EventSubscriptionResource",
             "Freezes",
         ]
         .contains(&schema);
@@ -982,6 +1221,26 @@ pub fn document(fleet: &str) -> OpenApi {
     collect::<AutoUpgradeProfilePut>(&mut schemas);
     collect::<AutoUpgradeProfilePutProperties>(&mut schemas);
     collect::<GenerateResponse>(&mut schemas);
+    collect::<EventSubscriptionPut>(&mut schemas);
+    collect::<EventSubscriptionPutProperties>(&mut schemas);
+    collect::<EventSubscriptionResource>(&mut schemas);
+    collect::<EventSubscriptionProperties>(&mut schemas);
+    collect::<EventSubscriptionList>(&mut schemas);
+    collect::<SubscriptionDestination>(&mut schemas);
+    collect::<SubscriptionEndpoint>(&mut schemas);
+    collect::<SubscriptionFilter>(&mut schemas);
+    collect::<SubscriptionRetryPolicy>(&mut schemas);
+    collect::<SubscriptionSigningPut>(&mut schemas);
+    collect::<SubscriptionSigning>(&mut schemas);
+    collect::<SubscriptionSecretInfo>(&mut schemas);
+    collect::<SubscriptionStatus>(&mut schemas);
+    collect::<DeliveryList>(&mut schemas);
+    collect::<DeliveryAttempt>(&mut schemas);
+    collect::<DeadLetterList>(&mut schemas);
+    collect::<DeadLetterEntry>(&mut schemas);
+    collect::<RedeliverBody>(&mut schemas);
+    collect::<RedeliverResponse>(&mut schemas);
+    collect::<TestDeliveryResponse>(&mut schemas);
     collect::<MemberResource>(&mut schemas);
     collect::<MemberProperties>(&mut schemas);
     collect::<MemberObserved>(&mut schemas);

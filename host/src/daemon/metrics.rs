@@ -266,20 +266,21 @@ impl Metrics {
         self.encode_with(&[])
     }
 
-    /// The text exposition, with what each provider measured (`(provider name, metric)`, a
-    /// `provider` label added) before its end.
-    pub fn encode_with(&self, providers: &[(String, ProviderMetric)]) -> String {
+    /// The text exposition, with the samples measured outside the registry (each provider's,
+    /// a `provider` label first; events out's) before its end.
+    pub fn encode_with(&self, samples: &[ProviderMetric]) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
-        if providers.is_empty() {
+        if samples.is_empty() {
             return out;
         }
         let body = out.strip_suffix("# EOF\n").unwrap_or(&out).to_string();
         let mut families: BTreeMap<(&str, bool), Vec<String>> = BTreeMap::new();
-        for (provider, m) in providers {
-            let labels = std::iter::once(("provider", provider.as_str()))
-                .chain(m.labels.iter().map(|(k, v)| (*k, v.as_str())))
+        for m in samples {
+            let labels = m
+                .labels
+                .iter()
                 .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
                 .collect::<Vec<_>>()
                 .join(",");

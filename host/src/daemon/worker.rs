@@ -161,10 +161,15 @@ impl Worker {
     }
 
     /// What each provider measured, by provider name.
-    pub fn provider_metrics(&self) -> Vec<(String, crate::providers::ProviderMetric)> {
+    pub fn provider_metrics(&self) -> Vec<crate::providers::ProviderMetric> {
         self.providers
             .iter()
-            .flat_map(|(name, p)| p.metrics().into_iter().map(move |m| (name.clone(), m)))
+            .flat_map(|(name, p)| {
+                p.metrics().into_iter().map(move |mut m| {
+                    m.labels.insert(0, ("provider", name.clone()));
+                    m
+                })
+            })
             .collect()
     }
 

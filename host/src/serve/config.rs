@@ -66,6 +66,70 @@ pub struct ConfigFile {
     /// programs exec checks run ([`HealthConfig`]).
     #[serde(default)]
     pub health_checks: Option<HealthConfig>,
+    /// Events out: where deliveries may go, how they are made, the secrets subscriptions may
+    /// sign with by name ([`WebhooksFile`]).
+    #[serde(default)]
+    pub webhooks: Option<WebhooksFile>,
+}
+
+/// `webhooks:` — every key optional.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhooksFile {
+    /// Deliveries to loopback addresses, and plain `http` to them (default false: receivers on
+    /// the daemon's own host are refused).
+    #[serde(default)]
+    pub allow_loopback: Option<bool>,
+    /// Signing secrets a subscription may name in `signing.secretRef` instead of one the
+    /// daemon generates: name → `fromFile` or `fromEnv`, holding `whsec_…`.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretSource>,
+    /// Certificate authorities for https endpoints (a PEM bundle; default the system's).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// The deadline of one attempt, in seconds (default 10, at most 60).
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// The most of an answer that is read (default 65536).
+    #[serde(default)]
+    pub max_response_bytes: Option<u64>,
+}
+
+impl WebhooksFile {
+    fn resolve(&self) -> Result<crate::webhooks::service::WebhooksSettings, String> {
+        let mut sender = crate::webhooks::sender::SenderConfig {
+            policy: crate::webhooks::destination::AddressPolicy {
+                allow_loopback: self.allow_loopback.unwrap_or(false),
+            },
+            ca_file: self.ca_file.clone(),
+            ..Default::default()
+        };
+        if let Some(t) = self.timeout_seconds {
+            if !(t.is_finite() && t > 0.0 && t <= 60.0) {
+                return Err(format!(
+                    "webhooks.timeoutSeconds: {t} must be a number of seconds in (0, 60]"
+                ));
+            }
+            sender.timeout = Duration::from_secs_f64(t);
+        }
+        match self.max_response_bytes {
+            Some(0) => return Err("webhooks.maxResponseBytes: must be at least 1".to_string()),
+            Some(n) => sender.max_response_bytes = n,
+            None => {}
+        }
+        let mut secrets = BTreeMap::new();
+        for (name, source) in &self.secrets {
+            let path = format!("webhooks.secrets.{name}");
+            let mut errors = waverun_core::error::Errors::default();
+            waverun_core::validate::check_name(&path, name, &mut errors);
+            errors.into_result().map_err(|e| e.to_string())?;
+            let value = source.resolve().map_err(|e| format!("{path}: {e}"))?;
+            let key = crate::webhooks::signature::SigningKey::parse(&value)
+                .map_err(|e| format!("{path}: {e}"))?;
+            secrets.insert(name.clone(), key);
+        }
+        Ok(crate::webhooks::service::WebhooksSettings { sender, secrets })
+    }
 }
 
 /// `tls:` — PEM files, read at start and again when they change or on SIGHUP.
@@ -207,6 +271,16 @@ impl ConfigFile {
             // checks as written.
             if let Some(d) = &mut h.exec.state_dir {
                 anchor(d);
+            }
+        }
+        if let Some(w) = &mut self.webhooks {
+            if let Some(f) = &mut w.ca_file {
+                anchor(f);
+            }
+            for source in w.secrets.values_mut() {
+                if let SecretSource::FromFile(f) = source {
+                    anchor(f);
+                }
             }
         }
         for p in self.providers.values_mut() {
@@ -450,6 +524,8 @@ pub struct ServeConfig {
     pub insecure_http: bool,
     /// `healthChecks:` (checked; the default when absent).
     pub health_checks: HealthConfig,
+    /// `webhooks:` (checked, its secrets read; the default when absent).
+    pub webhooks: crate::webhooks::service::WebhooksSettings,
 }
 
 /// What the command line gave (each overrides the file and the environment).
@@ -489,6 +565,7 @@ impl ServeConfig {
             stream_limits: (crate::api::STREAMS_PER_TOKEN, crate::api::STREAMS),
             insecure_http: false,
             health_checks: HealthConfig::default(),
+            webhooks: Default::default(),
         }
     }
 
@@ -654,6 +731,7 @@ impl ServeConfig {
         };
         let health_checks = base.health_checks.unwrap_or_default();
         health_checks.validate()?;
+        let webhooks = base.webhooks.unwrap_or_default().resolve()?;
         Ok(ServeConfig {
             listen,
             data_dir,
@@ -671,6 +749,7 @@ impl ServeConfig {
             stream_limits: (per_token, streams),
             insecure_http: flags.insecure_http,
             health_checks,
+            webhooks,
         })
     }
 }

@@ -197,6 +197,26 @@ impl Server {
         if let Some((file, text)) = fleet_file {
             register_fleet(&daemon, &file, &text, simulated.clone(), &clock)?;
         }
+        // Events out: the driver reads the log beside the engine and hands its writes to it.
+        let reader = daemon
+            .call(|w| w.engine().stored().reader())
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("a reader of the store for the webhooks: {e}"))?;
+        let origin = crate::webhooks::cloudevent::Origin {
+            fleet: config.fleet.clone(),
+            base_url: config.public_url.clone(),
+        };
+        let (driver, webhooks) = crate::webhooks::service::start(
+            reader,
+            daemon.webhook_writes(),
+            &config.webhooks,
+            origin,
+            clock,
+        )?;
+        let told = driver.handle();
+        daemon
+            .call(move |w| w.set_webhooks(told))
+            .map_err(|e| e.to_string())?;
         let observer = Observer::spawn(
             daemon.clone(),
             providers,
@@ -211,7 +231,8 @@ impl Server {
             ApiState::new(daemon.clone(), &config.fleet, auth)
                 .with_sandbox(module)
                 .with_public_url(config.public_url.as_deref())
-                .with_stream_limits(config.stream_limits.0, config.stream_limits.1),
+                .with_stream_limits(config.stream_limits.0, config.stream_limits.1)
+                .with_webhooks(Arc::new(webhooks)),
         );
         let router = api::router(state.clone());
         let std_listener = std::net::TcpListener::bind(config.listen)
@@ -248,7 +269,9 @@ impl Server {
                     .await;
                     Ok::<(), String>(())
                 })?;
-                // In-flight requests are done: close the store.
+                // In-flight requests are done: the webhook driver hands over what it has
+                // pending, then the store closes.
+                driver.shutdown();
                 match Arc::try_unwrap(daemon) {
                     Ok(d) => d.shutdown().map_err(|e| e.to_string()),
                     Err(_) => Ok(()), // still shared: its last owner closes it

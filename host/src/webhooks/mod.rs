@@ -17,13 +17,16 @@
 //!   only checked addresses).
 //!
 //! - [`driver`]: the edge — one thread that reads the log, runs the lanes' attempts, and hands
-//!   cursors, dead letters and the delivery logs to the store's one writer.
+//!   cursors, dead letters and the delivery logs to the store's one writer;
+//! - [`stored`]: a subscription as the store keeps it (its secrets) and as the API shows it;
+//! - [`service`]: the driver started over the daemon's store, and the API's handle on it.
 
 pub mod cloudevent;
 pub mod delivery;
 pub mod destination;
 pub mod driver;
 pub mod sender;
+pub mod service;
 pub mod signature;
 pub mod stored;
 pub mod subscription;

@@ -89,6 +89,9 @@ struct Properties {
     enabled: Option<bool>,
     #[serde(default)]
     provisioning_state: Option<IgnoredAny>,
+    /// Read-only (what reads add): ignored.
+    #[serde(default)]
+    status: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -124,11 +127,15 @@ struct RetryPolicyBody {
     event_time_to_live_in_minutes: Option<u32>,
 }
 
+#[allow(dead_code)]
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SigningBody {
     #[serde(default)]
     secret_ref: Option<String>,
+    /// Read-only (what reads show of the subscription's own secrets): ignored.
+    #[serde(default)]
+    secrets: Option<IgnoredAny>,
 }
 
 fn strict_opt_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
@@ -160,12 +167,12 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
 /// The subscription a PUT body (JSON) describes; `secrets` are the names of the secrets the
 /// configuration holds.
 pub fn parse(body: &str, policy: AddressPolicy, secrets: &[&str]) -> Result<Subscription, Invalid> {
-    let de = &mut serde_json::Deserializer::from_str(body);
-    let r: Resource = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." { String::new() } else { path };
-        invalid(field, e.into_inner().to_string())
-    })?;
+    // The documents' rules (closed schema, strict types, the unknown field named in the path).
+    let r: Resource =
+        waverun_core::document::from_json_str(body).map_err(|e| match e.fields.first() {
+            Some(f) => invalid(f.path.clone(), f.message.clone()),
+            None => invalid("", e.message),
+        })?;
     let p = r.properties;
     let base = "properties";
     if !p.destination.endpoint_type.eq_ignore_ascii_case("WebHook") {
@@ -389,7 +396,7 @@ mod tests {
             (
                 json!({"filter": {"minimumSeverity": "loud"}}),
                 "properties.filter.minimumSeverity",
-                "unknown variant",
+                "use one of info, warning, error",
             ),
             (
                 json!({"filter": {"runs": [""]}}),
@@ -454,7 +461,8 @@ mod tests {
             assert!(e.message.contains(rule), "{props}: {e}");
         }
         let e = parse("{\"properties\": {}}", LOOPBACK, &[]).unwrap_err();
-        assert!(e.message.contains("missing field `destination`"), "{e}");
+        assert_eq!(e.field, "properties.destination", "{e}");
+        assert!(e.message.contains("is required"), "{e}");
         let e = parse("[]", LOOPBACK, &[]).unwrap_err();
         assert_eq!(e.field, "");
     }

@@ -77,3 +77,12 @@ pub fn mode(r: &Receiver, mode: Value) {
         .expect("the receiver takes its mode");
     assert_eq!(resp.status().as_u16(), 204);
 }
+
+/// Adds a secret the receiver verifies with (index: how many it had).
+pub fn add_secret(r: &Receiver, secret: &str) {
+    let resp = agent()
+        .post(format!("{}/_secrets", r.base))
+        .send(serde_json::json!({ "secret": secret }).to_string())
+        .expect("the receiver takes the secret");
+    assert_eq!(resp.status().as_u16(), 204);
+}
