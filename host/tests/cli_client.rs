@@ -2,11 +2,13 @@
 //! simulated fleet, and the `waverun member | updatestrategy | updaterun | gate` verbs run as
 //! child processes, in table, JSON and YAML. An Azure strategy file round-trips with every
 //! field; `updaterun watch` in a pseudo-terminal shows the gate, takes an approval made from a
-//! second command and ends with the run; `wait`'s exit codes; API and connection errors.
+//! second command and ends with the run; `wait`'s exit codes; API and connection errors;
+//! `eventsubscription`'s verbs against a receiver that verifies what it gets.
 
 mod http_support;
 mod process_support;
 mod runtime_support;
+mod webhook_support;
 
 use process_support::Life;
 use serde_json::{json, Value};
@@ -915,6 +917,15 @@ fn every_verb_s_help_ends_with_an_example() {
         &["autoupgradeprofile", "list"],
         &["autoupgradeprofile", "delete"],
         &["autoupgradeprofile", "generate-update-run"],
+        &["eventsubscription", "create"],
+        &["eventsubscription", "show"],
+        &["eventsubscription", "list"],
+        &["eventsubscription", "delete"],
+        &["eventsubscription", "test"],
+        &["eventsubscription", "deliveries"],
+        &["eventsubscription", "dead-letters"],
+        &["eventsubscription", "redeliver"],
+        &["eventsubscription", "rotate-secret"],
     ];
     for v in verbs {
         let o = cli("http://127.0.0.1:9", &[v, &["--help"][..]].concat());
@@ -1130,4 +1141,190 @@ fn watch_without_a_terminal_prints_one_line_per_event_until_the_run_ends() {
         "{}",
         o.stdout
     );
+}
+
+#[test]
+fn eventsubscription_verbs_create_test_rotate_list_show_deliveries_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = fleet_file(dir.path());
+    let config = dir.path().join("serve.yaml");
+    std::fs::write(
+        &config,
+        "webhooks: {allowLoopback: true, timeoutSeconds: 2}\n",
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let life = Life::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--time-scale",
+            TIME_SCALE,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--fleet",
+            fleet.to_str().unwrap(),
+        ],
+        &[],
+        &dir.path().join("daemon.log"),
+    );
+    assert!(life.ready(60), "the daemon never got ready");
+    let server = life.api.base.split("/api/").next().unwrap().to_string();
+    let s = server.as_str();
+    let r = webhook_support::receiver(dir.path(), &[]);
+    let endpoint = format!("{}/in", r.base);
+
+    // Created: the secret printed once (stdout), said so on stderr.
+    let c = ok(
+        s,
+        &[
+            "eventsubscription",
+            "create",
+            "-n",
+            "pager",
+            "--endpoint",
+            &endpoint,
+            "--included-event-types",
+            "GateCreated",
+            "RunCompleted",
+        ],
+    );
+    let created = c.json();
+    let secret = created["signing"]["secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_"), "{created}");
+    assert!(c.stderr.contains("printed this once"), "{}", c.stderr);
+    webhook_support::add_secret(&r, &secret);
+    let t = ok(
+        s,
+        &["eventsubscription", "show", "-n", "pager", "-o", "table"],
+    )
+    .stdout;
+    assert!(
+        t.starts_with(&format!("Event subscription pager → {endpoint}")),
+        "{t}"
+    );
+    assert!(t.contains("events: GateCreated, RunCompleted"), "{t}");
+    assert!(!t.contains("whsec_"), "{t}");
+    let l = ok(s, &["eventsubscription", "list", "-o", "table"]).stdout;
+    assert!(l.starts_with("NAME"), "{l}");
+    assert!(
+        l.lines()
+            .any(|x| x.starts_with("pager ") && x.contains("GateCreated, RunCompleted")),
+        "{l}"
+    );
+
+    // A test delivery, verified by the receiver; a rotation signs with both secrets.
+    let t = ok(s, &["eventsubscription", "test", "-n", "pager"]).json();
+    assert_eq!(t["outcome"], "delivered", "{t}");
+    let rotated = ok(s, &["eventsubscription", "rotate-secret", "-n", "pager"]).json();
+    let second = rotated["signing"]["secret"].as_str().unwrap().to_string();
+    assert_ne!(second, secret);
+    webhook_support::add_secret(&r, &second);
+    let t = ok(
+        s,
+        &["eventsubscription", "test", "-n", "pager", "-o", "table"],
+    )
+    .stdout;
+    assert!(t.starts_with("delivered: "), "{t}");
+    let got = webhook_support::deliveries(&r);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1]["verifiedWith"], json!([0, 1]), "{}", got[1]);
+
+    // A run waits at its gate: the delivery log shows it.
+    two_stage_strategy(s);
+    ok(
+        s,
+        &[
+            "updaterun",
+            "create",
+            "-n",
+            "r1",
+            "--upgrade-type",
+            "Full",
+            "--kubernetes-version",
+            "1.34.1",
+            "--update-strategy-name",
+            "two",
+            "--start",
+        ],
+    );
+    http_support::eventually(60, "the gate delivered", || {
+        let d = ok(s, &["eventsubscription", "deliveries", "-n", "pager"]).json();
+        (d.as_array()?.len() == 1).then_some(())
+    });
+    let d = ok(
+        s,
+        &[
+            "eventsubscription",
+            "deliveries",
+            "-n",
+            "pager",
+            "-o",
+            "table",
+        ],
+    )
+    .stdout;
+    assert!(d.starts_with("AT"), "{d}");
+    assert!(d.contains("delivered") && d.contains("204"), "{d}");
+    assert_eq!(
+        ok(s, &["eventsubscription", "dead-letters", "-n", "pager"]).json(),
+        json!([])
+    );
+    let n = ok(s, &["eventsubscription", "redeliver", "-n", "pager"]).json();
+    assert_eq!(n["redelivering"], 0);
+    let e = cli(
+        s,
+        &[
+            "eventsubscription",
+            "redeliver",
+            "-n",
+            "pager",
+            "--event-ids",
+            "999999",
+        ],
+    );
+    assert_eq!(e.code, 1, "{}{}", e.stdout, e.stderr);
+    assert!(e.stderr.contains("eventIds[0]"), "{}", e.stderr);
+
+    // An endpoint nobody listens on: the test says so and exits 1; a metadata address is
+    // refused, naming the field.
+    ok(
+        s,
+        &[
+            "eventsubscription",
+            "create",
+            "-n",
+            "down",
+            "--endpoint",
+            "http://127.0.0.1:9/x",
+        ],
+    );
+    let t = cli(
+        s,
+        &["eventsubscription", "test", "-n", "down", "-o", "table"],
+    );
+    assert_eq!(t.code, 1, "{}{}", t.stdout, t.stderr);
+    assert!(t.stdout.starts_with("failed after"), "{}", t.stdout);
+    let bad = cli(
+        s,
+        &[
+            "eventsubscription",
+            "create",
+            "-n",
+            "bad",
+            "--endpoint",
+            "http://169.254.169.254/",
+        ],
+    );
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .contains("properties.destination.properties.endpointUrl"),
+        "{}",
+        bad.stderr
+    );
+    ok(s, &["eventsubscription", "delete", "-n", "pager", "--yes"]);
+    let gone = cli(s, &["eventsubscription", "show", "-n", "pager"]);
+    assert_eq!(gone.code, 1, "{}", gone.stderr);
+    drop(life);
 }

@@ -16,6 +16,7 @@ pub mod resources;
 pub mod runs;
 mod store;
 mod stream;
+pub mod subscriptions;
 pub mod tree;
 
 use anyhow::Result;
@@ -68,6 +69,10 @@ enum Cmd {
     /// appear (as `az fleet autoupgradeprofile`).
     #[command(subcommand)]
     Autoupgradeprofile(profiles::ProfileCmd),
+    /// Event subscriptions: the fleet's events as signed CloudEvents to webhooks (gates
+    /// waiting, runs failing), delivered at least once, in order.
+    #[command(subcommand)]
+    Eventsubscription(subscriptions::SubscriptionCmd),
     /// Shell completions, e.g. `source <(waverun completions bash)`.
     #[command(after_help = "Examples:\n  source <(waverun completions bash)\n  \
         waverun completions zsh > \"${fpath[1]}/_waverun\"\n  \
@@ -221,6 +226,7 @@ const CLIENT_COMMANDS: &[&str] = &[
     "updaterun",
     "gate",
     "autoupgradeprofile",
+    "eventsubscription",
 ];
 
 /// The arguments with `az`'s `@file` expanded, for the client commands: a value `@PATH` (or
@@ -276,6 +282,7 @@ fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Cmd::Updaterun(c) => runs::run(c, out)?,
         Cmd::Gate(c) => resources::gate(c, out)?,
         Cmd::Autoupgradeprofile(c) => profiles::profile(c, out)?,
+        Cmd::Eventsubscription(c) => subscriptions::subscription(c, out)?,
         Cmd::Store(c) => store::store(c, out)?,
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "waverun", out);
