@@ -33,6 +33,7 @@ pub const PAGES: &[&str] = &[
     "/editor",
     "/simulate",
     "/profiles",
+    "/webhooks",
     "/audit",
 ];
 

@@ -94,6 +94,7 @@ const ROUTES = [
   [/^\/editor$/, "Editor", () => import("./pages/editor.js")],
   [/^\/simulate$/, "Simulate", () => import("./pages/simulate.js")],
   [/^\/profiles$/, "Profiles", () => import("./pages/profiles.js")],
+  [/^\/webhooks$/, "Webhooks", () => import("./pages/webhooks.js")],
   [/^\/audit$/, "Audit", () => import("./pages/audit.js")],
 ];
 

@@ -87,6 +87,7 @@ dataDir: data
 fleet: portal
 timeScale: 600
 fleetFile: fleet.yaml
+webhooks: {allowLoopback: true, timeoutSeconds: 2}
 tokens:
   - {name: alice, role: admin, sha256: ${sha(TOKENS.admin)}}
   - {name: victor, role: viewer, sha256: ${sha(TOKENS.viewer)}}
@@ -272,7 +273,7 @@ test("every page passes axe's WCAG 2 A and AA rules (contrast included) in light
     // axe is injected as a script, which the portal's CSP refuses: this context bypasses it.
     const { page, problems } = await tab(t, { dark, bypassCSP: true });
     await page.goto(`${base}/#token=${TOKENS.admin}`);
-    for (const path of ["/fleet", "/runs", "/runs/r1", "/approvals", "/strategies", "/editor", "/simulate", "/profiles", "/audit"]) {
+    for (const path of ["/fleet", "/runs", "/runs/r1", "/approvals", "/strategies", "/editor", "/simulate", "/profiles", "/webhooks", "/audit"]) {
       await page.goto(`${base}${path}`);
       await page.locator("main h1").first().waitFor();
       // The page's data arrives after its heading; the live stream never goes idle, so a short
@@ -547,4 +548,48 @@ test("a health gate found inconclusive shows its check, and a person fails it wi
   assert.match(JSON.stringify(status), /error budget burnt/);
   await shot(page, "run-health-gate-failed");
   assert.deepEqual(problems, []);
+});
+
+test("an admin creates an event subscription, sees its secret once, sends a test event; a viewer is told it is an admin's", async (t) => {
+  // A receiver on loopback that takes every POST (the signatures are checked by the Rust tests'
+  // receiver, with PyPI's standardwebhooks).
+  const got = [];
+  const receiver = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => { body += d; });
+    req.on("end", () => { got.push({ headers: req.headers, body }); res.writeHead(204).end(); });
+  });
+  await new Promise((r) => receiver.listen(0, "127.0.0.1", r));
+  t.after(() => receiver.close());
+  const url = `http://127.0.0.1:${receiver.address().port}/hooks`;
+
+  const { page, problems } = await tab(t);
+  await page.goto(`${base}/webhooks#token=${TOKENS.admin}`);
+  await page.getByRole("heading", { name: "Event subscriptions" }).waitFor();
+  await page.getByText("No event subscriptions yet.").waitFor();
+  await page.getByLabel("Name").fill("pager");
+  await page.getByLabel("Endpoint URL").fill(url);
+  await page.getByLabel("Event types").fill("GateCreated RunFailed");
+  await page.getByRole("button", { name: "Create" }).click();
+  const secret = await page.locator("#sub-secret").innerText();
+  assert.match(secret, /^whsec_[A-Za-z0-9+/=]+$/);
+  await page.getByRole("cell", { name: "GateCreated, RunFailed" }).waitFor();
+  await shot(page, "webhooks");
+  // Never again: not in what the API reads back.
+  const read = await api("GET", "/eventSubscriptions/pager", TOKENS.admin);
+  assert.equal(read.status, 200);
+  assert.ok(!JSON.stringify(read.body).includes(secret.slice(6)));
+
+  await page.getByRole("button", { name: "Send a test event to pager" }).click();
+  await page.getByText(/pager: the test event was delivered \(204, \d+ ms\)/).waitFor();
+  assert.equal(got.length, 1);
+  assert.equal(JSON.parse(got[0].body).type, "io.waverun.Test");
+  assert.match(got[0].headers["webhook-signature"], /^v1,/);
+
+  const viewer = await tab(t);
+  await viewer.page.goto(`${base}/webhooks#token=${TOKENS.viewer}`);
+  await viewer.page.getByText(/Event subscriptions are an admin's: this token is viewer/).waitFor();
+  assert.deepEqual(problems, []);
+  assert.deepEqual(viewer.problems, []);
+  assert.equal((await api("DELETE", "/eventSubscriptions/pager", TOKENS.admin)).status, 204);
 });
