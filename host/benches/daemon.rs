@@ -17,11 +17,13 @@
 //!    `integrity_check` after an unclean stop);
 //! 9. the `aks` provider against the fake ARM (`tests/aks/fake_arm.py`, ARM's throttling on):
 //!    upgrades and ARM requests per second a run of many clusters sustains, with the client's
-//!    default rate limits and with limits at ARM's own.
+//!    default rate limits and with limits at ARM's own;
+//! 10. events out (issue 24): deliveries per second to a fast receiver, and how far behind a
+//!    slow receiver falls while a run moves (the run's own time beside it).
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
 //! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
-//! sse, slowloris, check, aks).
+//! sse, slowloris, check, aks, webhooks).
 //! Figures are printed; nothing is asserted (shared machines are noisy).
 
 use serde_json::{json, Value};
@@ -584,6 +586,9 @@ fn main() {
     if part("aks") {
         aks_throughput(dir.path(), &cache, quick);
     }
+    if part("webhooks") {
+        webhooks_throughput(dir.path(), &cache, quick);
+    }
 }
 
 /// The fake ARM (a child process) seeded with `n` clusters in eastus on 1.33.2, 1.34.1
@@ -1041,4 +1046,200 @@ fn start_up_check(dir: &Path, quick: bool) {
         ms(clean),
         ms(unclean)
     );
+}
+
+/// A receiver on loopback for the webhooks part: HTTP/1.1 with keep-alive, answering every
+/// POST 204 after `delay`; the time of each delivery it got.
+struct BenchReceiver {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<Instant>>>,
+}
+
+fn bench_receiver(delay: Duration) -> BenchReceiver {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/in", listener.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { continue };
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 16 * 1024];
+                loop {
+                    // One request: its head, then Content-Length bytes of body.
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + len);
+                    std::thread::sleep(delay);
+                    g.lock().unwrap().push(Instant::now());
+                    if s.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    BenchReceiver { url, got }
+}
+
+fn subscription_status(d: &Daemon, name: &str) -> Value {
+    d.get(&format!("/eventSubscriptions/{name}"))["properties"]["status"].clone()
+}
+
+/// 10. events out (issue 24): deliveries per second to a fast receiver from a backlog (the
+/// subscription enabled once the run's events are all logged), and how far behind a slow one
+/// falls while a run moves (and whether the run notices).
+fn webhooks_throughput(dir: &Path, cache: &Path, quick: bool) {
+    let fast_members = if quick { 200 } else { 2_000 };
+    let slow_members = if quick { 100 } else { 500 };
+    let slow_delay = Duration::from_millis(if quick { 20 } else { 100 });
+    println!(
+        "== 10. events out: a backlog of a {fast_members}-member run's events to a fast receiver; a {slow_members}-member run to a receiver that answers in {}",
+        ms(slow_delay)
+    );
+    let config_for = |sub: &Path, members: usize| {
+        std::fs::create_dir_all(sub).unwrap();
+        let ms_: Vec<Value> = (0..members)
+            .map(|i| {
+                let mut m = member(i, None);
+                m["behavior"] = json!({"upgradeMinutes": 20, "jitterMinutes": 15});
+                m
+            })
+            .collect();
+        let fleet = fleet_file(sub, ms_);
+        config_with(sub, &fleet, "webhooks: {allowLoopback: true}\n")
+    };
+    let wait_run = |d: &Daemon| {
+        let began = Instant::now();
+        loop {
+            let s = d.get("/updateRuns/r1")["properties"]["status"]["status"]["state"].clone();
+            if s == "Completed" || began.elapsed() > Duration::from_secs(900) {
+                return began.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // The backlog: logged first, then delivered as fast as the receiver takes them.
+    let sub = dir.join("webhooks-fast");
+    let config = config_for(&sub, fast_members);
+    let (d, _) = Daemon::start(
+        &["--config", config.to_str().unwrap()],
+        cache,
+        &sub.join("serve.log"),
+    );
+    let fast = bench_receiver(Duration::ZERO);
+    let body = |url: &str, enabled: bool| {
+        json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": url}}, "enabled": enabled}})
+    };
+    d.put("/eventSubscriptions/fast", &body(&fast.url, false));
+    start_run(&d);
+    let run_alone = wait_run(&d);
+    let backlog = {
+        let s = subscription_status(&d, "fast");
+        s["logEnd"].as_u64().unwrap() - s["cursor"].as_u64().unwrap()
+    };
+    let began = Instant::now();
+    d.put("/eventSubscriptions/fast", &body(&fast.url, true));
+    loop {
+        let s = subscription_status(&d, "fast");
+        if s["cursor"] == s["logEnd"] || began.elapsed() > Duration::from_secs(900) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let drained = began.elapsed();
+    let got = fast.got.lock().unwrap().clone();
+    let span = match (got.first(), got.last()) {
+        (Some(a), Some(b)) if got.len() > 1 => b.duration_since(*a),
+        _ => drained,
+    };
+    println!(
+        "  fast receiver: {backlog} events delivered in {:.2} s: {:.0} events/s (receiver's first to last: {:.0} events/s); the run itself took {:.1} s",
+        drained.as_secs_f64(),
+        backlog as f64 / drained.as_secs_f64(),
+        got.len().saturating_sub(1) as f64 / span.as_secs_f64().max(1e-9),
+        run_alone.as_secs_f64()
+    );
+    d.stop();
+
+    // A slow receiver while a run moves: how far behind it falls, and how long it takes to
+    // catch up once the run is over.
+    for (name, delay) in [("none", None), ("slow", Some(slow_delay))] {
+        let sub = dir.join(format!("webhooks-{name}"));
+        let config = config_for(&sub, slow_members);
+        let (d, _) = Daemon::start(
+            &["--config", config.to_str().unwrap()],
+            cache,
+            &sub.join("serve.log"),
+        );
+        let r = delay.map(bench_receiver);
+        if let Some(r) = &r {
+            d.put("/eventSubscriptions/slow", &body(&r.url, true));
+        }
+        start_run(&d);
+        let began = Instant::now();
+        let mut max_lag = 0u64;
+        loop {
+            if let Some(_r) = &r {
+                let s = subscription_status(&d, "slow");
+                max_lag = max_lag.max(s["lag"].as_u64().unwrap_or(0));
+            }
+            let s = d.get("/updateRuns/r1")["properties"]["status"]["status"]["state"].clone();
+            if s == "Completed" || began.elapsed() > Duration::from_secs(900) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let run = began.elapsed();
+        let Some(_) = &r else {
+            println!(
+                "  no subscription: the {slow_members}-member run took {:.1} s",
+                run.as_secs_f64()
+            );
+            d.stop();
+            continue;
+        };
+        let at_end = subscription_status(&d, "slow")["lag"].as_u64().unwrap_or(0);
+        let caught = Instant::now();
+        loop {
+            let s = subscription_status(&d, "slow");
+            if s["cursor"] == s["logEnd"] || caught.elapsed() > Duration::from_secs(1800) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        println!(
+            "  receiver answering in {}: the run took {:.1} s; at most {max_lag} events behind while it ran, {at_end} at its end, caught up {:.1} s later",
+            ms(slow_delay),
+            run.as_secs_f64(),
+            caught.elapsed().as_secs_f64()
+        );
+        d.stop();
+    }
 }
