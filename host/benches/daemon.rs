@@ -19,7 +19,7 @@
 //!    upgrades and ARM requests per second a run of many clusters sustains, with the client's
 //!    default rate limits and with limits at ARM's own;
 //! 10. events out (issue 24): deliveries per second to a fast receiver, and how far behind a
-//!    slow receiver falls while a run moves (the run's own time beside it).
+//!     slow receiver falls while a run moves (the run's own time beside it).
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
 //! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
@@ -1110,7 +1110,7 @@ fn subscription_status(d: &Daemon, name: &str) -> Value {
     d.get(&format!("/eventSubscriptions/{name}"))["properties"]["status"].clone()
 }
 
-/// 10. events out (issue 24): deliveries per second to a fast receiver from a backlog (the
+/// Part 10, events out (issue 24): deliveries per second to a fast receiver from a backlog (the
 /// subscription enabled once the run's events are all logged), and how far behind a slow one
 /// falls while a run moves (and whether the run notices).
 fn webhooks_throughput(dir: &Path, cache: &Path, quick: bool) {

@@ -8,6 +8,7 @@
 //! `properties.signing.secret`, and never again — not in reads, the audit, the log, or the
 //! ETag's input.
 
+use super::auth::Caller;
 use super::envelope::{self, audit, envelope, refuse, respond, store_problem, stored_body};
 use super::envelope::{written, Paging, Preconditions};
 use super::problem::Problem;
@@ -33,6 +34,33 @@ fn hooks(st: &ApiState) -> Result<Arc<Webhooks>, Problem> {
     st.webhooks
         .clone()
         .ok_or_else(|| Problem::unavailable("events out are not running in this daemon"))
+}
+
+/// What every change of a subscription starts from: the caller (an admin), the handle on
+/// events out, the request's preconditions and id, and the audit entry's target.
+struct Change {
+    caller: Caller,
+    hooks: Arc<Webhooks>,
+    pre: Preconditions,
+    request_id: super::RequestId,
+    target: String,
+}
+
+fn change(st: &ApiState, fleet: &str, name: &str, headers: &HeaderMap) -> Result<Change, Problem> {
+    Ok(Change {
+        caller: st.caller(fleet, headers, Need::Administer)?,
+        hooks: hooks(st)?,
+        pre: Preconditions::of(headers),
+        request_id: st.request_id(headers),
+        target: envelope::resource_id(fleet, KIND, name),
+    })
+}
+
+impl Change {
+    /// The request's audit entry, as `action`.
+    fn audit(&self, action: &str) -> crate::store::NewAudit {
+        audit(&self.caller, action, &self.target, &self.request_id)
+    }
 }
 
 /// The stored body, or 503 when it does not read (it was written by this daemon: it should).
@@ -184,30 +212,26 @@ pub(super) async fn put(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Administer)?;
-    let hooks = hooks(&st)?;
+    let c = change(&st, &fleet, &name, &headers)?;
     let text = json_body(&headers, body)?;
     check_name(&name)?;
-    let sub = subscription::parse(&text, hooks.policy(), &hooks.secret_names())
+    let sub = subscription::parse(&text, c.hooks.policy(), &c.hooks.secret_names())
         .map_err(|e| Problem::invalid(&e.field, e.message))?;
     let properties = writable(&text);
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
-    let h = hooks.clone();
+    let hooks = c.hooks.clone();
     let (created, v, etag, secret) = st
         .engine(move |w| {
-            let entry = audit(&caller, "eventSubscriptions.put", &target, &request_id);
+            let entry = c.audit("eventSubscriptions.put");
             let meta = w
                 .engine()
                 .stored()
                 .resource(KIND, &name)
                 .map_err(store_problem)?;
             let current = match &meta {
-                Some(m) => Some(render(w, &h, &fleet, m)?.1),
+                Some(m) => Some(render(w, &c.hooks, &fleet, m)?.1),
                 None => None,
             };
-            if let Err(p) = pre.check(current.as_deref()) {
+            if let Err(p) = c.pre.check(current.as_deref()) {
                 return Err(refuse(w, entry, p));
             }
             let now = crate::now_rfc3339();
@@ -225,7 +249,7 @@ pub(super) async fn put(
             let (stored, secret) = made.map_err(|e| Problem::unavailable(&e))?;
             let body =
                 serde_json::to_value(&stored).map_err(|e| Problem::unavailable(&e.to_string()))?;
-            let next = written(KIND, &name, &caller, meta.as_ref(), &body);
+            let next = written(KIND, &name, &c.caller, meta.as_ref(), &body);
             w.engine()
                 .record(StepWrites {
                     audit: Some(entry),
@@ -233,7 +257,7 @@ pub(super) async fn put(
                     ..StepWrites::default()
                 })
                 .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
-            let (v, etag) = render(w, &h, &fleet, &next)?;
+            let (v, etag) = render(w, &c.hooks, &fleet, &next)?;
             Ok((meta.is_none(), v, etag, secret))
         })
         .await?;
@@ -257,15 +281,11 @@ pub(super) async fn delete(
     Path((fleet, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Administer)?;
-    let hooks = hooks(&st)?;
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
-    let h = hooks.clone();
+    let c = change(&st, &fleet, &name, &headers)?;
+    let hooks = c.hooks.clone();
     st.engine(move |w| {
-        let entry = audit(&caller, "eventSubscriptions.delete", &target, &request_id);
-        if let Err(p) = existing(w, &h, &fleet, &name, &pre) {
+        let entry = c.audit("eventSubscriptions.delete");
+        if let Err(p) = existing(w, &c.hooks, &fleet, &name, &c.pre) {
             return Err(refuse(w, entry, p));
         }
         w.engine()
@@ -289,22 +309,13 @@ pub(super) async fn rotate(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Administer)?;
-    let hooks = hooks(&st)?;
+    let c = change(&st, &fleet, &name, &headers)?;
     no_body(&headers, body)?;
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
-    let h = hooks.clone();
+    let hooks = c.hooks.clone();
     let (v, etag, secret) = st
         .engine(move |w| {
-            let entry = audit(
-                &caller,
-                "eventSubscriptions.rotateSecret",
-                &target,
-                &request_id,
-            );
-            let (meta, mut stored) = match existing(w, &h, &fleet, &name, &pre) {
+            let entry = c.audit("eventSubscriptions.rotateSecret");
+            let (meta, mut stored) = match existing(w, &c.hooks, &fleet, &name, &c.pre) {
                 Ok(x) => x,
                 Err(p) => return Err(refuse(w, entry, p)),
             };
@@ -325,7 +336,7 @@ pub(super) async fn rotate(
                 .map_err(|e| Problem::unavailable(&e))?;
             let body =
                 serde_json::to_value(&stored).map_err(|e| Problem::unavailable(&e.to_string()))?;
-            let next = written(KIND, &name, &caller, Some(&meta), &body);
+            let next = written(KIND, &name, &c.caller, Some(&meta), &body);
             w.engine()
                 .record(StepWrites {
                     audit: Some(entry),
@@ -333,7 +344,7 @@ pub(super) async fn rotate(
                     ..StepWrites::default()
                 })
                 .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
-            let (v, etag) = render(w, &h, &fleet, &next)?;
+            let (v, etag) = render(w, &c.hooks, &fleet, &next)?;
             Ok((v, etag, secret))
         })
         .await?;
@@ -354,24 +365,25 @@ pub(super) async fn test(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Administer)?;
-    let hooks = hooks(&st)?;
+    let c = change(&st, &fleet, &name, &headers)?;
     no_body(&headers, body)?;
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
-    let h = hooks.clone();
+    let hooks = c.hooks.clone();
     let n = name.clone();
     let active = st
         .engine(move |w| {
-            let entry = audit(&caller, "eventSubscriptions.test", &target, &request_id);
-            let meta = match existing(w, &h, &fleet, &n, &pre) {
+            let entry = c.audit("eventSubscriptions.test");
+            let meta = match existing(w, &c.hooks, &fleet, &n, &c.pre) {
                 Ok((m, _)) => m,
                 Err(p) => return Err(refuse(w, entry, p)),
             };
             let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
             let bodies = [(meta.name.clone(), meta.body.clone())];
-            let active = crate::webhooks::stored::active(&bodies, h.policy(), h.secrets(), now_ms);
+            let active = crate::webhooks::stored::active(
+                &bodies,
+                c.hooks.policy(),
+                c.hooks.secrets(),
+                now_ms,
+            );
             let Some(a) = active.into_values().next() else {
                 let p = Problem::new(
                     StatusCode::CONFLICT,
@@ -431,6 +443,49 @@ impl super::FromQuery for LogQuery {
     }
 }
 
+/// A page of one subscription's log at `/{segment}`: `read(store, name, limit)` gives up to
+/// `limit` rows in the page's order; `nextLink` goes on after the last row shown (its `key`,
+/// under the query parameter `param`); `show` renders a row.
+#[allow(clippy::too_many_arguments)]
+async fn log_page<T: Send + 'static>(
+    st: &ApiState,
+    fleet: &str,
+    name: &str,
+    headers: &HeaderMap,
+    top: Option<u32>,
+    next: &envelope::NextLink,
+    (segment, param): (&str, &str),
+    read: impl FnOnce(&dyn crate::store::StoreRead, &str, u32) -> Result<Vec<T>, crate::store::StoreError>
+        + Send
+        + 'static,
+    key: fn(&T) -> u64,
+    show: fn(T) -> Value,
+) -> Result<Response, Problem> {
+    st.caller(fleet, headers, Need::Administer)?;
+    let top = top.unwrap_or(100).clamp(1, 1000);
+    let n = name.to_string();
+    let rows = st
+        .engine(move |w| {
+            let r = w.engine().stored();
+            if r.resource(KIND, &n).map_err(store_problem)?.is_none() {
+                return Err(Problem::not_found(WHAT, &n));
+            }
+            read(r, &n, top + 1).map_err(store_problem)
+        })
+        .await?;
+    let more = rows.len() > top as usize;
+    let shown: Vec<T> = rows.into_iter().take(top as usize).collect();
+    let link = match (more, shown.last()) {
+        (true, Some(last)) => json!(next.link(
+            &format!("/api/v1/fleets/{fleet}/{KIND}/{name}/{segment}"),
+            &[("$top", top.to_string()), (param, key(last).to_string())],
+        )),
+        _ => Value::Null,
+    };
+    let value: Vec<Value> = shown.into_iter().map(show).collect();
+    Ok(axum::Json(json!({"value": value, "nextLink": link})).into_response())
+}
+
 /// `GET /eventSubscriptions/{name}/deliveries`: its attempts, newest first (the newest 1,000
 /// are kept): event, attempt, time, status, latency, outcome, error.
 pub(super) async fn deliveries(
@@ -439,37 +494,24 @@ pub(super) async fn deliveries(
     headers: HeaderMap,
     super::Q(q): super::Q<LogQuery>,
 ) -> Result<Response, Problem> {
-    st.caller(&fleet, &headers, Need::Administer)?;
-    let top = q.top.unwrap_or(100).clamp(1, 1000);
     let before = q.before;
-    let n = name.clone();
-    let rows = st
-        .engine(move |w| {
-            let r = w.engine().stored();
-            if r.resource(KIND, &n).map_err(store_problem)?.is_none() {
-                return Err(Problem::not_found(WHAT, &n));
-            }
-            r.deliveries(&n, before, top + 1).map_err(store_problem)
-        })
-        .await?;
-    let more = rows.len() > top as usize;
-    let shown: Vec<_> = rows.into_iter().take(top as usize).collect();
-    let next = match (more, shown.last()) {
-        (true, Some((id, _))) => json!(q.next.link(
-            &format!("/api/v1/fleets/{fleet}/{KIND}/{name}/deliveries"),
-            &[("$top", top.to_string()), ("before", id.to_string())],
-        )),
-        _ => Value::Null,
-    };
-    let value: Vec<Value> = shown
-        .into_iter()
-        .map(|(id, d)| {
+    log_page(
+        &st,
+        &fleet,
+        &name,
+        &headers,
+        q.top,
+        &q.next,
+        ("deliveries", "before"),
+        move |r, n, limit| r.deliveries(n, before, limit),
+        |(id, _)| *id,
+        |(id, d)| {
             json!({"id": id, "eventId": d.seq, "attempt": d.attempt, "at": d.at,
                    "status": d.status, "latencyMs": d.latency_ms, "outcome": d.outcome,
                    "error": d.error})
-        })
-        .collect();
-    Ok(axum::Json(json!({"value": value, "nextLink": next})).into_response())
+        },
+    )
+    .await
 }
 
 /// `?$top=N&after=SEQ`: dead letters, oldest first.
@@ -495,33 +537,20 @@ pub(super) async fn dead_letters(
     headers: HeaderMap,
     super::Q(q): super::Q<DeadQuery>,
 ) -> Result<Response, Problem> {
-    st.caller(&fleet, &headers, Need::Administer)?;
-    let top = q.top.unwrap_or(100).clamp(1, 1000);
     let after = q.after.unwrap_or(0);
-    let n = name.clone();
-    let rows = st
-        .engine(move |w| {
-            let r = w.engine().stored();
-            if r.resource(KIND, &n).map_err(store_problem)?.is_none() {
-                return Err(Problem::not_found(WHAT, &n));
-            }
-            r.dead_letters(&n, after, top + 1).map_err(store_problem)
-        })
-        .await?;
-    let more = rows.len() > top as usize;
-    let shown: Vec<_> = rows.into_iter().take(top as usize).collect();
-    let next = match (more, shown.last()) {
-        (true, Some(d)) => json!(q.next.link(
-            &format!("/api/v1/fleets/{fleet}/{KIND}/{name}/deadLetters"),
-            &[("$top", top.to_string()), ("after", d.seq.to_string())],
-        )),
-        _ => Value::Null,
-    };
-    let value: Vec<Value> = shown
-        .into_iter()
-        .map(|d| json!({"eventId": d.seq, "at": d.at, "attempts": d.attempts, "error": d.error}))
-        .collect();
-    Ok(axum::Json(json!({"value": value, "nextLink": next})).into_response())
+    log_page(
+        &st,
+        &fleet,
+        &name,
+        &headers,
+        q.top,
+        &q.next,
+        ("deadLetters", "after"),
+        move |r, n, limit| r.dead_letters(n, after, limit),
+        |d| d.seq,
+        |d| json!({"eventId": d.seq, "at": d.at, "attempts": d.attempts, "error": d.error}),
+    )
+    .await
 }
 
 /// The body of `deadLetters/redeliver`: which events (all of them when absent).
@@ -543,8 +572,8 @@ pub(super) async fn redeliver(
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    let caller = st.caller(&fleet, &headers, Need::Administer)?;
-    let hooks = hooks(&st)?;
+    let c = change(&st, &fleet, &name, &headers)?;
+    let hooks = c.hooks.clone();
     let wanted = if body.as_ref().is_ok_and(|b| b.is_empty()) {
         None
     } else {
@@ -553,20 +582,11 @@ pub(super) async fn redeliver(
             waverun_core::document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
         b.event_ids
     };
-    let pre = Preconditions::of(&headers);
-    let request_id = st.request_id(&headers);
-    let target = envelope::resource_id(&fleet, KIND, &name);
     let n = name.clone();
-    let h = hooks.clone();
     let seqs = st
         .engine(move |w| {
-            let entry = audit(
-                &caller,
-                "eventSubscriptions.redeliver",
-                &target,
-                &request_id,
-            );
-            if let Err(p) = existing(w, &h, &fleet, &n, &pre) {
+            let entry = c.audit("eventSubscriptions.redeliver");
+            if let Err(p) = existing(w, &c.hooks, &fleet, &n, &c.pre) {
                 return Err(refuse(w, entry, p));
             }
             let dead: Vec<u64> = w
