@@ -195,6 +195,11 @@ fn a_subscription_posts_pending_gates_signed_with_the_secret_it_showed_once() {
         Some(&body.to_string()),
     );
     assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(
+        created.header("cache-control"),
+        Some("no-store"),
+        "an answer with a secret"
+    );
     let secret = created.body["properties"]["signing"]["secret"]
         .as_str()
         .expect("the generated secret, shown once")
@@ -336,6 +341,24 @@ fn a_subscription_posts_pending_gates_signed_with_the_secret_it_showed_once() {
     );
     assert_eq!(n.body["properties"]["signing"]["secretRef"], "ops");
 
+    // An endpoint refused for what it carries is not repeated: viewers read the audit log.
+    let leaky = subscription("https://user:s3cr3t-pw@hooks.example.com/in", json!({}));
+    let r = api.call(
+        "PUT",
+        "/eventSubscriptions/leaky",
+        None,
+        &[],
+        Some(&leaky.to_string()),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        r.body["target"],
+        "properties.destination.properties.endpointUrl"
+    );
+    assert!(!r.body.to_string().contains("s3cr3t-pw"), "{}", r.body);
+    let audit = api.get("/audit?$top=1000", None).body.to_string();
+    assert!(!audit.contains("s3cr3t-pw"), "{audit}");
+
     // The secrets are in no read, the audit log, or the daemon's log.
     let everything = [
         api.get("/eventSubscriptions", None).body.to_string(),
@@ -367,10 +390,17 @@ fn a_subscription_posts_pending_gates_signed_with_the_secret_it_showed_once() {
         "{audit}"
     );
 
-    // Deleted: gone, with its status.
+    // Deleted: gone, with its status; one made again under its name starts anew (its
+    // cursor at the log's end, no delivery log, nothing counted).
     let d = api.call("DELETE", "/eventSubscriptions/pager", None, &[], None);
     assert_eq!(d.status, 204, "{}", d.body);
     assert_eq!(api.get("/eventSubscriptions/pager", None).status, 404);
+    let again = put(api, "/eventSubscriptions/pager", &body);
+    let st = &again["properties"]["status"];
+    assert_eq!(st["cursor"], st["logEnd"], "{again}");
+    assert_eq!(st["attemptsSinceStart"]["delivered"], 0, "{again}");
+    let log = api.get("/eventSubscriptions/pager/deliveries", None).body;
+    assert_eq!(log["value"], json!([]), "{log}");
     assert!(life.stop(), "SIGTERM stops it cleanly");
 }
 

@@ -80,9 +80,11 @@ fn start(dir: &std::path::Path, url: &str, key: &SigningKey, max_age_ms: i64) ->
         keys: vec![key.clone()],
         start_after: 0,
         max_age_ms,
+        keys_until_ms: None,
     };
-    let load =
-        Box::new(move |_: &dyn StoreRead| BTreeMap::from([("pager".to_string(), active.clone())]));
+    let load = Box::new(move |_: &dyn StoreRead| {
+        Ok(BTreeMap::from([("pager".to_string(), active.clone())]))
+    });
     let (tx, writes) = mpsc::channel();
     let sender = Sender::new(SenderConfig {
         timeout: Duration::from_secs(2),

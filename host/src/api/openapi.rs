@@ -598,7 +598,7 @@ struct SubscriptionStatus {
     cursor: u64,
     /// The event log's last sequence number.
     log_end: u64,
-    /// Matching events not yet delivered.
+    /// Events in the log after the cursor, matching or not: how far behind it is.
     lag: u64,
     dead_letters: u64,
     /// Attempts since the daemon started, by outcome.

@@ -105,9 +105,9 @@ fn render(
     v["properties"]["status"] = json!({
         "cursor": cursor,
         "logEnd": last,
-        // Matching events not yet delivered, as the driver counts them; before it has read
-        // the log, every event past the cursor.
-        "lag": stats.lag().get(&meta.name).copied().unwrap_or(last.saturating_sub(cursor)),
+        // Events after the stored cursor, matching or not (the driver stores it within
+        // 200 ms of a delivery).
+        "lag": last.saturating_sub(cursor),
         "deadLetters": dead,
         "attemptsSinceStart": {
             "delivered": count("delivered"),
@@ -218,7 +218,6 @@ pub(super) async fn put(
     let sub = subscription::parse(&text, c.hooks.policy(), &c.hooks.secret_names())
         .map_err(|e| Problem::invalid(&e.field, e.message))?;
     let properties = writable(&text);
-    let hooks = c.hooks.clone();
     let (created, v, etag, secret) = st
         .engine(move |w| {
             let entry = c.audit("eventSubscriptions.put");
@@ -247,26 +246,72 @@ pub(super) async fn put(
                 }
             };
             let (stored, secret) = made.map_err(|e| Problem::unavailable(&e))?;
-            let body =
-                serde_json::to_value(&stored).map_err(|e| Problem::unavailable(&e.to_string()))?;
-            let next = written(KIND, &name, &c.caller, meta.as_ref(), &body);
-            w.engine()
-                .record(StepWrites {
-                    audit: Some(entry),
-                    resources: vec![next.clone()],
-                    ..StepWrites::default()
-                })
-                .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
-            let (v, etag) = render(w, &c.hooks, &fleet, &next)?;
+            let (v, etag) = save(w, &c, &fleet, &name, meta.as_ref(), &stored, entry)?;
             Ok((meta.is_none(), v, etag, secret))
         })
         .await?;
-    hooks.changed();
-    Ok(envelope::put_response(
-        created,
-        &etag,
-        &with_secret(v, secret),
-    ))
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(secret_response(status, &etag, &with_secret(v, secret)))
+}
+
+/// Commits `stored` as the subscription `name` (audited as `entry`), then tells the driver —
+/// in the engine's job, so that a request dropped after the commit still reaches it. A new
+/// subscription first clears what a deleted one of the same name may have left (its cursor,
+/// dead letters and log). Returns the resource as reads show it, rendered before the commit
+/// (a render that fails changes nothing), and its ETag.
+fn save(
+    w: &mut Worker,
+    c: &Change,
+    fleet: &str,
+    name: &str,
+    existing: Option<&ResourceMeta>,
+    stored: &Stored,
+    entry: crate::store::NewAudit,
+) -> Result<(Value, String), Problem> {
+    let body = serde_json::to_value(stored).map_err(|e| Problem::unavailable(&e.to_string()))?;
+    let mut next = written(KIND, name, &c.caller, existing, &body);
+    // The stored ETag, as every ETag of a subscription, is over what reads show (never over a
+    // secret).
+    next.etag = envelope::etag_of(&stored.public_properties());
+    let shown = render(w, &c.hooks, fleet, &next)?;
+    if existing.is_none() {
+        forget(w, name)?;
+    }
+    w.engine()
+        .record(StepWrites {
+            audit: Some(entry),
+            resources: vec![next],
+            ..StepWrites::default()
+        })
+        .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+    c.hooks.changed();
+    Ok(shown)
+}
+
+/// Removes a subscription's cursor, dead letters and delivery log.
+fn forget(w: &mut Worker, name: &str) -> Result<(), Problem> {
+    let writes = crate::store::WebhookWrites {
+        forgotten: vec![name.to_string()],
+        ..Default::default()
+    };
+    w.engine()
+        .store()
+        .record_webhooks(&writes)
+        .map_err(store_problem)
+}
+
+/// An answer that carries a secret: never kept by a cache on the way.
+fn secret_response(status: StatusCode, etag: &str, body: &Value) -> Response {
+    let mut r = respond(status, etag, body);
+    r.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 /// A subscription's name: the rules of every resource name.
@@ -282,7 +327,6 @@ pub(super) async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let c = change(&st, &fleet, &name, &headers)?;
-    let hooks = c.hooks.clone();
     st.engine(move |w| {
         let entry = c.audit("eventSubscriptions.delete");
         if let Err(p) = existing(w, &c.hooks, &fleet, &name, &c.pre) {
@@ -294,10 +338,13 @@ pub(super) async fn delete(
                 deleted_resources: vec![(KIND.to_string(), name.clone())],
                 ..StepWrites::default()
             })
-            .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))
+            .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
+        // Its rows go with it (the driver, told next, also forgets its lane).
+        forget(w, &name)?;
+        c.hooks.changed();
+        Ok(())
     })
     .await?;
-    hooks.changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -311,7 +358,6 @@ pub(super) async fn rotate(
 ) -> Result<Response, Problem> {
     let c = change(&st, &fleet, &name, &headers)?;
     no_body(&headers, body)?;
-    let hooks = c.hooks.clone();
     let (v, etag, secret) = st
         .engine(move |w| {
             let entry = c.audit("eventSubscriptions.rotateSecret");
@@ -334,22 +380,11 @@ pub(super) async fn rotate(
             let secret = stored
                 .rotate(now_ms, &crate::now_rfc3339())
                 .map_err(|e| Problem::unavailable(&e))?;
-            let body =
-                serde_json::to_value(&stored).map_err(|e| Problem::unavailable(&e.to_string()))?;
-            let next = written(KIND, &name, &c.caller, Some(&meta), &body);
-            w.engine()
-                .record(StepWrites {
-                    audit: Some(entry),
-                    resources: vec![next.clone()],
-                    ..StepWrites::default()
-                })
-                .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
-            let (v, etag) = render(w, &c.hooks, &fleet, &next)?;
+            let (v, etag) = save(w, &c, &fleet, &name, Some(&meta), &stored, entry)?;
             Ok((v, etag, secret))
         })
         .await?;
-    hooks.changed();
-    Ok(respond(
+    Ok(secret_response(
         StatusCode::OK,
         &etag,
         &with_secret(v, Some(secret)),
@@ -494,7 +529,8 @@ pub(super) async fn deliveries(
     headers: HeaderMap,
     super::Q(q): super::Q<LogQuery>,
 ) -> Result<Response, Problem> {
-    let before = q.before;
+    // Past i64 the store's numbers end: the same as no bound.
+    let before = q.before.map(|b| b.min(i64::MAX as u64));
     log_page(
         &st,
         &fleet,
@@ -537,7 +573,7 @@ pub(super) async fn dead_letters(
     headers: HeaderMap,
     super::Q(q): super::Q<DeadQuery>,
 ) -> Result<Response, Problem> {
-    let after = q.after.unwrap_or(0);
+    let after = q.after.unwrap_or(0).min(i64::MAX as u64);
     log_page(
         &st,
         &fleet,
@@ -561,8 +597,10 @@ struct RedeliverBody {
     event_ids: Option<Vec<u64>>,
 }
 
-/// The most dead letters one request delivers again.
-const REDELIVER_MAX: u32 = 10_000;
+/// The most `eventIds` one request names.
+const REDELIVER_IDS_MAX: usize = 1_000;
+/// Dead letters read at a time when all of them are delivered again.
+const DEAD_LETTER_PAGE: u32 = 10_000;
 
 /// `POST /eventSubscriptions/{name}/deadLetters/redeliver`: its dead letters (`eventIds`, or
 /// all) go back into its lane, after what it is delivering now; 202 with how many.
@@ -573,7 +611,6 @@ pub(super) async fn redeliver(
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let c = change(&st, &fleet, &name, &headers)?;
-    let hooks = c.hooks.clone();
     let wanted = if body.as_ref().is_ok_and(|b| b.is_empty()) {
         None
     } else {
@@ -582,35 +619,57 @@ pub(super) async fn redeliver(
             waverun_core::document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
         b.event_ids
     };
-    let n = name.clone();
-    let seqs = st
+    if let Some(ids) = &wanted {
+        if ids.len() > REDELIVER_IDS_MAX {
+            return Err(Problem::invalid(
+                "eventIds",
+                format!(
+                    "{} ids; at most {REDELIVER_IDS_MAX} (without eventIds, every dead letter)",
+                    ids.len()
+                ),
+            ));
+        }
+    }
+    let count = st
         .engine(move |w| {
             let entry = c.audit("eventSubscriptions.redeliver");
-            if let Err(p) = existing(w, &c.hooks, &fleet, &n, &c.pre) {
+            if let Err(p) = existing(w, &c.hooks, &fleet, &name, &c.pre) {
                 return Err(refuse(w, entry, p));
             }
-            let dead: Vec<u64> = w
-                .engine()
-                .stored()
-                .dead_letters(&n, 0, REDELIVER_MAX)
-                .map_err(store_problem)?
-                .into_iter()
-                .map(|d| d.seq)
-                .collect();
-            let seqs = match wanted {
-                None => dead,
-                Some(ids) => {
-                    if let Some((i, id)) = ids.iter().enumerate().find(|(_, id)| !dead.contains(id))
-                    {
-                        let p = Problem::invalid(
-                            &format!("eventIds[{i}]"),
-                            format!("{id} is not a dead letter of event subscription {n:?}"),
-                        );
-                        return Err(refuse(w, entry, p));
+            let mut seqs: Vec<u64> = Vec::new();
+            match wanted {
+                None => loop {
+                    let after = seqs.last().copied().unwrap_or(0);
+                    let page = w
+                        .engine()
+                        .stored()
+                        .dead_letters(&name, after, DEAD_LETTER_PAGE)
+                        .map_err(store_problem)?;
+                    if page.is_empty() {
+                        break;
                     }
-                    ids
+                    seqs.extend(page.iter().map(|d| d.seq));
+                },
+                Some(ids) => {
+                    for (i, id) in ids.into_iter().enumerate() {
+                        let found = w
+                            .engine()
+                            .stored()
+                            .dead_letters(&name, id.saturating_sub(1), 1)
+                            .map_err(store_problem)?;
+                        if found.first().map(|d| d.seq) != Some(id) {
+                            let p = Problem::invalid(
+                                &format!("eventIds[{i}]"),
+                                format!("{id} is not a dead letter of event subscription {name:?}"),
+                            );
+                            return Err(refuse(w, entry, p));
+                        }
+                        if !seqs.contains(&id) {
+                            seqs.push(id);
+                        }
+                    }
                 }
-            };
+            }
             let mut entry = entry;
             entry.detail = Some(format!("{} events", seqs.len()));
             w.engine()
@@ -619,13 +678,13 @@ pub(super) async fn redeliver(
                     ..StepWrites::default()
                 })
                 .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
-            Ok(seqs)
+            let count = seqs.len();
+            if !seqs.is_empty() {
+                c.hooks.redeliver(&name, seqs);
+            }
+            Ok(count)
         })
         .await?;
-    let count = seqs.len();
-    if !seqs.is_empty() {
-        hooks.redeliver(&name, seqs);
-    }
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(json!({ "redelivering": count })),

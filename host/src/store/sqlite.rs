@@ -443,6 +443,20 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db)?;
+        // Forgotten first: a subscription made again under the name writes after it.
+        for sub in &w.forgotten {
+            for table in [
+                "webhook_cursors",
+                "webhook_dead_letters",
+                "webhook_deliveries",
+            ] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE subscription = ?1"),
+                    [sub],
+                )
+                .map_err(db)?;
+            }
+        }
         for (sub, cursor) in &w.cursors {
             tx.execute(
                 "INSERT INTO webhook_cursors (subscription, cursor, epoch) VALUES (?1, ?2, ?3)
@@ -503,19 +517,6 @@ impl Store for SqliteStore {
                 params![sub, DELIVERY_LOG_KEEP as i64],
             )
             .map_err(db)?;
-        }
-        for sub in &w.forgotten {
-            for table in [
-                "webhook_cursors",
-                "webhook_dead_letters",
-                "webhook_deliveries",
-            ] {
-                tx.execute(
-                    &format!("DELETE FROM {table} WHERE subscription = ?1"),
-                    [sub],
-                )
-                .map_err(db)?;
-            }
         }
         tx.commit().map_err(db)
     }

@@ -42,31 +42,27 @@ const METADATA_V4: [Ipv4Addr; 2] = [
     Ipv4Addr::new(192, 0, 0, 192),     // Oracle Cloud
 ];
 
-/// The endpoint of `url`, or why it may not be one. The error names the rule.
+/// The endpoint of `url`, or why it may not be one. The error names the rule and never repeats
+/// the URL: its path, query or user info can be a credential, and errors reach the audit log
+/// (which viewers read) and the daemon's log.
 pub fn check_url(url: &str, policy: AddressPolicy) -> Result<Endpoint, String> {
-    let uri: ureq::http::Uri = url
-        .parse()
-        .map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    let uri: ureq::http::Uri = url.parse().map_err(|e| format!("is not a URL ({e})"))?;
     let https = match uri.scheme_str().map(str::to_ascii_lowercase).as_deref() {
         Some("https") => true,
         Some("http") => false,
-        Some(s) => {
-            return Err(format!(
-                "{url:?}: the scheme is {s:?}; an endpoint is https"
-            ))
-        }
-        None => return Err(format!("{url:?} is not an absolute URL (https://…)")),
+        Some(s) => return Err(format!("the scheme is {s:?}; an endpoint is https")),
+        None => return Err("is not an absolute URL (https://…)".to_string()),
     };
-    let authority = uri
-        .authority()
-        .ok_or_else(|| format!("{url:?} has no host"))?;
+    let authority = uri.authority().ok_or_else(|| "has no host".to_string())?;
     if authority.as_str().contains('@') {
-        return Err(format!(
-            "{url:?} carries user info; an endpoint authenticates deliveries by their signature"
-        ));
+        return Err(
+            "carries user info (user:password@host); an endpoint authenticates \
+                    deliveries by their signature"
+                .to_string(),
+        );
     }
     if url.contains('#') {
-        return Err(format!("{url:?} has a fragment, which is never sent"));
+        return Err("has a fragment (#…), which is never sent".to_string());
     }
     let host = authority
         .host()
@@ -74,18 +70,18 @@ pub fn check_url(url: &str, policy: AddressPolicy) -> Result<Endpoint, String> {
         .trim_end_matches(']')
         .to_ascii_lowercase();
     if host.is_empty() {
-        return Err(format!("{url:?} has no host"));
+        return Err("has no host".to_string());
     }
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let literal = host.parse::<IpAddr>().ok();
     if let Some(ip) = literal {
-        check_address(ip, policy).map_err(|e| format!("{url:?}: {e}"))?;
+        check_address(ip, policy)?;
     }
     if !https {
         let loopback = host == "localhost" || literal.is_some_and(|ip| unmapped(ip).is_loopback());
         if !(loopback && policy.allow_loopback) {
             return Err(format!(
-                "{url:?} is plain http; an endpoint is https (http only to loopback, where \
+                "is plain http to {host}; an endpoint is https (http only to loopback, where \
                  webhooks.allowLoopback is set)"
             ));
         }
@@ -239,6 +235,20 @@ mod tests {
         ] {
             let e = check_url(url, LOOPBACK).unwrap_err();
             assert!(e.contains(rule), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_error_never_repeats_the_url_which_can_carry_a_credential() {
+        for url in [
+            "https://user:s3cr3t-pw@hooks.example.com/",
+            "http://hooks.example.com/s3cr3t-pw",
+            "https://hooks.example.com/in?token=s3cr3t-pw#x",
+            "gopher://hooks.example.com/s3cr3t-pw",
+            "https://169.254.169.254/s3cr3t-pw",
+        ] {
+            let e = check_url(url, DEFAULT).unwrap_err();
+            assert!(!e.contains("s3cr3t-pw"), "{url}: {e}");
         }
     }
 

@@ -72,12 +72,15 @@ pub struct Active {
     pub start_after: u64,
     /// Its events are dead-lettered once older than this (its `eventTimeToLiveInMinutes`).
     pub max_age_ms: i64,
+    /// When the first of `keys` stops signing (a rotation's old secret): the driver reads the
+    /// subscriptions again then.
+    pub keys_until_ms: Option<i64>,
 }
 
 /// Reads the subscriptions the driver serves; given by the daemon (it knows where secrets
-/// are kept and how a stored body reads).
+/// are kept and how a stored body reads). An error leaves the lanes as they are.
 pub type LoadSubscriptions =
-    Box<dyn Fn(&dyn StoreRead) -> BTreeMap<String, Active> + Send + 'static>;
+    Box<dyn Fn(&dyn StoreRead) -> Result<BTreeMap<String, Active>, String> + Send + 'static>;
 
 /// Where the driver's writes go: the store's writer (never blocks).
 pub type Writes = Box<dyn Fn(WebhookWrites) + Send + 'static>;
@@ -98,6 +101,13 @@ impl DriverStats {
     fn count(&self, lane: &str, outcome: &'static str) {
         let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         *s.outcomes.entry((lane.to_string(), outcome)).or_insert(0) += 1;
+    }
+
+    /// A subscription that is gone: its counts go too (a new one of its name starts at 0).
+    fn forget(&self, lane: &str) {
+        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        s.outcomes.retain(|(n, _), _| n != lane);
+        s.lag.remove(lane);
     }
 
     fn set_lag(&self, lag: BTreeMap<String, u64>) {
@@ -183,10 +193,22 @@ impl Driver {
 
     /// Stops it, handing over what is pending.
     pub fn shutdown(mut self) {
-        let _ = self.tx.send(DriverMsg::Shutdown);
+        self.stop();
+    }
+
+    fn stop(&mut self) {
         if let Some(t) = self.thread.take() {
+            let _ = self.tx.send(DriverMsg::Shutdown);
             let _ = t.join();
         }
+    }
+}
+
+/// A driver dropped without [`Driver::shutdown`] (a daemon that failed to start) stops too:
+/// its thread never delivers on its own.
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -231,6 +253,9 @@ impl Run {
                 Ok(msg) => self.handle(msg),
                 Err(RecvTimeoutError::Timeout) => {}
             }
+            if self.keys_until().is_some_and(|t| t <= now_ms()) {
+                self.reload();
+            }
             self.machine.handle_timeout(now_ms());
             self.flush(false);
         }
@@ -245,7 +270,15 @@ impl Run {
         if let Some(since) = self.pending_since {
             wait = wait.min(FLUSH_AFTER.saturating_sub(since.elapsed()));
         }
+        if let Some(t) = self.keys_until() {
+            wait = wait.min(Duration::from_millis((t - now_ms()).max(0) as u64));
+        }
         wait
+    }
+
+    /// When a signing key of some subscription stops signing.
+    fn keys_until(&self) -> Option<i64> {
+        self.active.values().filter_map(|a| a.keys_until_ms).min()
     }
 
     fn handle(&mut self, msg: DriverMsg) {
@@ -259,7 +292,7 @@ impl Run {
                 seq,
                 attempt,
                 result,
-            } => {
+            } if self.active.contains_key(&lane) => {
                 let (outcome, status, error) = match &result.outcome {
                     Outcome::Delivered { status } => ("delivered", Some(*status), None),
                     Outcome::Failed { status, error, .. } => {
@@ -270,32 +303,60 @@ impl Run {
                 self.log(&lane, seq, attempt, status, &result, outcome, error);
                 self.machine.sent(&lane, seq, attempt, result.outcome, now);
             }
-            DriverMsg::Shutdown => {}
+            // An attempt of a subscription deleted meanwhile: nothing to keep of it.
+            DriverMsg::Attempted { .. } | DriverMsg::Shutdown => {}
         }
     }
 
     /// The subscriptions, read again: new lanes start at their creation's end of the log,
-    /// changed ones keep their place, deleted ones go (with their rows).
+    /// changed ones keep their place, deleted ones go (with their rows), and one deleted and
+    /// made again under its name (another `start_after`) starts anew. A read that fails
+    /// changes nothing: the lanes go on as they were, and the next change reads again.
     fn reload(&mut self) {
-        let active = (self.load)(self.reader.as_ref());
-        let cursors = self.reader.webhook_cursors().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading the webhooks' cursors");
-            BTreeMap::new()
-        });
+        let active = match (self.load)(self.reader.as_ref()) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the event subscriptions; delivering as before");
+                return;
+            }
+        };
+        let cursors = match self.reader.webhook_cursors() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the webhooks' cursors; delivering as before");
+                return;
+            }
+        };
         let now = now_ms();
         let gone: Vec<String> = self
             .active
-            .keys()
-            .filter(|n| !active.contains_key(*n))
-            .cloned()
+            .iter()
+            .filter(|(n, old)| {
+                active
+                    .get(*n)
+                    .is_none_or(|new| new.start_after != old.start_after)
+            })
+            .map(|(n, _)| n.clone())
             .collect();
         for n in gone {
             self.machine.unsubscribe(&n);
-            self.pending.forgotten.push(n);
+            self.stats.forget(&n);
+            // What it had pending goes unwritten: its rows are forgotten.
+            let p = &mut self.pending;
+            p.cursors.retain(|(l, _)| *l != n);
+            p.dead_letters.retain(|d| d.subscription != n);
+            p.redelivered.retain(|(l, _)| *l != n);
+            p.deliveries.retain(|d| d.subscription != n);
+            p.forgotten.push(n);
             self.touch();
         }
         for (name, a) in &active {
-            let cursor = cursors.get(name).copied().unwrap_or(a.start_after);
+            // A cursor left by an older subscription of the name is never behind this one's
+            // start.
+            let cursor = cursors
+                .get(name)
+                .copied()
+                .map_or(a.start_after, |c| c.max(a.start_after));
             self.machine.subscribe(
                 name,
                 LaneConfig {
@@ -483,9 +544,18 @@ impl Run {
         self.touch();
     }
 
-    /// Events every lane is past are dropped from memory.
+    /// Events every enabled lane is past are dropped from memory (a disabled lane reads its
+    /// events again from the store once enabled).
     fn forget_done_events(&mut self) {
-        match self.machine.cursors().values().min().copied() {
+        let enabled = |n: &String| self.active.get(n).is_some_and(|a| a.subscription.enabled);
+        let oldest = self
+            .machine
+            .cursors()
+            .into_iter()
+            .filter(|(n, _)| enabled(n))
+            .map(|(_, c)| c)
+            .min();
+        match oldest {
             Some(oldest) => self.events = self.events.split_off(&(oldest + 1)),
             None => self.events.clear(),
         }

@@ -49,14 +49,18 @@ pub fn start(
     let policy = settings.sender.policy;
     let secrets = settings.secrets.clone();
     let load: LoadSubscriptions = Box::new(move |r: &dyn StoreRead| {
-        let bodies: Vec<(String, Option<String>)> = match r.resources(KIND) {
-            Ok(metas) => metas.into_iter().map(|m| (m.name, m.body)).collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "reading the event subscriptions");
-                Vec::new()
-            }
-        };
-        stored::active(&bodies, policy, &secrets, SystemClock.now_ms())
+        let bodies: Vec<(String, Option<String>)> = r
+            .resources(KIND)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|m| (m.name, m.body))
+            .collect();
+        Ok(stored::active(
+            &bodies,
+            policy,
+            &secrets,
+            SystemClock.now_ms(),
+        ))
     });
     let driver = Driver::start(
         reader,

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 
 /// How long an old secret keeps signing after a rotation: a day.
 pub const ROTATION_OVERLAP_MS: i64 = 24 * 3_600_000;
+/// The most secrets a subscription signs with at once (during rotations).
+pub const MAX_SECRETS: usize = 3;
 
 /// One signing secret of a subscription.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +95,11 @@ impl Stored {
             start_after: self.start_after,
         };
         let mut shown = None;
+        if sub.secret_ref.is_some() {
+            // Signing with a configured secret now: its own are dropped, and a later change
+            // back makes (and shows) a new one.
+            next.secrets.clear();
+        }
         if sub.secret_ref.is_none() && next.secrets.is_empty() {
             let key = SigningKey::generate()?;
             shown = Some(key.secret());
@@ -123,6 +130,8 @@ impl Stored {
                 expires_at_ms: None,
             },
         );
+        // Rotations in quick succession: the newest and the two before it sign, no more.
+        self.secrets.truncate(MAX_SECRETS);
         Ok(key.secret())
     }
 
@@ -194,6 +203,15 @@ pub fn active(
         };
         let keys = stored.keys(&sub, configured, now_ms);
         let max_age_ms = i64::from(sub.ttl_minutes) * 60_000;
+        let keys_until_ms = match &sub.secret_ref {
+            Some(_) => None,
+            None => stored
+                .secrets
+                .iter()
+                .filter_map(|s| s.expires_at_ms)
+                .filter(|e| *e > now_ms)
+                .min(),
+        };
         out.insert(
             name.clone(),
             Active {
@@ -201,6 +219,7 @@ pub fn active(
                 keys,
                 start_after: stored.start_after,
                 max_age_ms,
+                keys_until_ms,
             },
         );
     }
@@ -269,6 +288,39 @@ mod tests {
             later.iter().map(SigningKey::secret).collect::<Vec<_>>(),
             [new]
         );
+    }
+
+    #[test]
+    fn rotations_in_quick_succession_sign_with_three_secrets_at_most() {
+        let p = props(json!({}));
+        let s = sub(&p, &[]);
+        let (mut stored, _) = Stored::create(p, &s, 0, "t0").unwrap();
+        let mut newest = Vec::new();
+        for i in 0..5 {
+            newest.insert(0, stored.rotate(1_000 + i, "t").unwrap());
+        }
+        let keys = stored.keys(&s, &BTreeMap::new(), 2_000);
+        assert_eq!(
+            keys.iter().map(SigningKey::secret).collect::<Vec<_>>(),
+            newest[..MAX_SECRETS]
+        );
+    }
+
+    #[test]
+    fn a_subscription_moved_to_a_configured_secret_drops_its_own_and_gets_a_new_one_back() {
+        let own = props(json!({}));
+        let (stored, first) = Stored::create(own.clone(), &sub(&own, &[]), 0, "t0").unwrap();
+        let named = props(json!({"signing": {"secretRef": "pager"}}));
+        let (moved, shown) = stored
+            .update(named.clone(), &sub(&named, &["pager"]), "t1")
+            .unwrap();
+        assert_eq!(shown, None);
+        assert!(moved.secrets.is_empty(), "its own secret is dropped");
+        let (back, shown) = moved.update(own.clone(), &sub(&own, &[]), "t2").unwrap();
+        let second = shown.expect("a new secret, shown once");
+        assert_ne!(Some(second.clone()), first);
+        assert_eq!(back.secrets.len(), 1);
+        assert_eq!(back.secrets[0].secret, second);
     }
 
     #[test]
