@@ -57,6 +57,17 @@ if [ ! -x /usr/bin/prometheus ]; then
   fi
 fi
 
+# [PostgreSQL] host/tests/store_postgres.rs runs the store on a real PostgreSQL (Debian's package;
+# each test file starts its own server with initdb in a temporary directory, on loopback, and
+# stops it); the tests fail, saying so, when it is missing.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql) >/dev/null
+  else
+    echo "PostgreSQL is missing (apt-get install -y postgresql): the PostgreSQL store tests will fail"
+  fi
+fi
+
 # [webhooks] host/tests/webhooks_*.rs check what the daemon sends with implementations nobody
 # here wrote: PyPI's standardwebhooks (signatures) and cloudevents (bodies), in a venv made
 # again only when the pins change (it keeps a copy of the requirements it was made from).

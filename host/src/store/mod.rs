@@ -2,8 +2,8 @@
 //! daemon keeps — the plugin's journal and snapshot, the cluster operations it sent, the event
 //! log the SSE stream resumes from, API metadata (eTags, `systemData`), the audit log, the
 //! webhooks' cursors, dead letters and delivery logs ([`WebhookWrites`]) and a few facts about
-//! the fleet ([`meta`]). SQLite ([`SqliteStore`]) is the embedded backend; a
-//! PostgreSQL backend with a leader lease implements the same trait later.
+//! the fleet ([`meta`]). SQLite ([`SqliteStore`]) is the embedded backend; PostgreSQL
+//! ([`PgStore`]) is the backend of several replicas, whose one writer holds a leader lease.
 //!
 //! **A step is one transaction.** Whatever one engine step produced — its journal records, a
 //! snapshot that replaces the last one, its events, the intents of the cluster operations it
@@ -17,9 +17,11 @@
 
 pub mod backup;
 pub mod check;
+mod postgres;
 mod schema;
 mod sqlite;
 
+pub use postgres::{LeaseConfig, LeaseState, PgReader, PgStore};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteReader, SqliteStore};
 
@@ -359,6 +361,9 @@ pub enum StoreError {
     Invalid(String),
     /// The database itself failed (disk full, locked past the busy timeout, I/O).
     Database(String),
+    /// This writer no longer holds the leader lease (another replica took it): it wrote
+    /// nothing, and must not act as the leader.
+    Fenced(String),
 }
 
 impl fmt::Display for StoreError {
@@ -372,6 +377,7 @@ impl fmt::Display for StoreError {
             StoreError::Corrupt(m) => write!(f, "the database is damaged: {m}"),
             StoreError::Invalid(m) => write!(f, "store: {m}"),
             StoreError::Database(m) => write!(f, "database error: {m}"),
+            StoreError::Fenced(m) => write!(f, "fenced: {m}"),
         }
     }
 }
