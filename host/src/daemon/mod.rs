@@ -17,11 +17,14 @@
 //!   out its actions through the [`crate::providers`].
 //! - [`MemberBinding`]: a member as config or the API binds it to a cluster, joined with what
 //!   its provider describes; [`observe_members`] describes them again so versions stay true.
+//! - [`Leadership`]: which of several replicas leads (PostgreSQL's leader lease) and when a
+//!   leader must stop acting, as a pure state machine on the monotonic clock.
 //!
 //! Imports point one way: `daemon` → `runtime`, `store` and `providers`; none imports `daemon`.
 
 mod clock;
 mod fleet_engine;
+mod leadership;
 mod members;
 mod metrics;
 mod operations;
@@ -30,6 +33,7 @@ mod worker;
 
 pub use clock::FleetClock;
 pub use fleet_engine::{Applied, CommittedEvent, DaemonError, FleetEngine, StepWrites};
+pub use leadership::{Leadership, LeaseAction, LeaseAnswer, LeaseTiming, Role};
 pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
 pub use metrics::Metrics;
 pub(crate) use operations::jitter;
