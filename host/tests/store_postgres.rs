@@ -255,3 +255,111 @@ fn replicas_starting_together_migrate_once_and_a_newer_schema_or_a_foreign_datab
         .get(0);
     assert_eq!(n, 1, "nothing was created beside it");
 }
+
+#[test]
+fn store_migrate_copies_a_sqlite_fleet_whole_and_refuses_a_database_that_holds_one() {
+    use waverun_host::store::{RunModule, SqliteStore, WebhookWrites};
+    let server = server();
+    let url = database(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("waverun.db");
+    {
+        let mut s = SqliteStore::open(&db).unwrap();
+        s.set_meta(meta::FLEET, "prod").unwrap();
+        let mut step = full_step();
+        step.run_modules = vec![RunModule {
+            run: "r1".into(),
+            module_hash: "abc".into(),
+            first_step_ms: 5,
+        }];
+        s.commit(&step).unwrap();
+        s.commit(&Step {
+            journal: vec![store_support::record(3)],
+            snapshot: Some(waverun_host::store::SnapshotRecord {
+                journal_seq: 3,
+                module_hash: "abc".into(),
+                bytes: vec![0, 159, 146, 150, 255],
+            }),
+            events: vec![event("RunCompleted", "r1")],
+            ..Step::default()
+        })
+        .unwrap();
+        s.record_webhooks(&WebhookWrites {
+            cursors: vec![("pager".into(), 3)],
+            dead_letters: vec![store_support::dead("pager", 2)],
+            deliveries: vec![store_support::delivery("pager", 3, 1, "delivered")],
+            ..WebhookWrites::default()
+        })
+        .unwrap();
+        s.close().unwrap();
+    }
+    let sqlite = SqliteStore::open(&db).unwrap();
+    let migrate = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_waverun"))
+            .args(["store", "migrate", "--from"])
+            .arg(format!("sqlite:{}", dir.path().display()))
+            .arg("--to")
+            .arg(format!("postgres:{url}"))
+            .output()
+            .unwrap()
+    };
+    let out = migrate();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("events 3") && stdout.contains("webhook_deliveries 1"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(&url),
+        "the connection string is never printed: {stdout}"
+    );
+
+    let pg = leader(&url, "replica-a", 1_000);
+    assert_eq!(contents(&pg), contents(&sqlite), "the same history");
+    assert_eq!(pg.meta(meta::FLEET).unwrap().as_deref(), Some("prod"));
+    assert_eq!(
+        pg.run_modules("r1").unwrap(),
+        sqlite.run_modules("r1").unwrap()
+    );
+    assert_eq!(
+        pg.webhook_cursors().unwrap(),
+        sqlite.webhook_cursors().unwrap()
+    );
+    assert_eq!(
+        pg.dead_letters("pager", 0, 10).unwrap(),
+        sqlite.dead_letters("pager", 0, 10).unwrap()
+    );
+    assert_eq!(
+        pg.deliveries("pager", None, 10).unwrap(),
+        sqlite.deliveries("pager", None, 10).unwrap()
+    );
+    let op = pg.operation("r1/m1").unwrap().unwrap();
+    assert_eq!(
+        op.epoch, 0,
+        "rows keep the epoch that wrote them (SQLite's)"
+    );
+    // The new leader goes on from there: the next event is numbered after the copied ones.
+    let mut pg = pg;
+    let c = pg
+        .commit(&Step {
+            events: vec![event("RunCreated", "r2")],
+            ..Step::default()
+        })
+        .unwrap();
+    assert_eq!(c.first_event_seq, Some(4));
+    drop(pg);
+
+    // Again, into what is now a fleet's database: refused, nothing changed.
+    let out = migrate();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("already holds a fleet") || stderr.contains("is led by"),
+        "{stderr}"
+    );
+}

@@ -1,6 +1,7 @@
-//! `waverun store check|backup|restore`: the data directory's database, without a daemon's API.
-//! `check` and `backup` only read, and run beside a daemon; `restore` needs the directory to
-//! itself (it takes the lock a daemon holds).
+//! `waverun store check|backup|restore|migrate`: the data directory's database, without a
+//! daemon's API. `check` and `backup` only read, and run beside a daemon; `restore` needs the
+//! directory to itself (it takes the lock a daemon holds); `migrate` copies a fleet to
+//! PostgreSQL.
 
 use super::client::CliError;
 use crate::serve::{DataDirLock, DB_FILE};
@@ -61,6 +62,20 @@ pub enum StoreCmd {
         dir: DataDir,
         /// The backup file to restore.
         file: PathBuf,
+    },
+    /// Copy a fleet's whole history from its SQLite database to an empty PostgreSQL database
+    /// (every table, row for row, in one transaction under the leader lease). Stop the daemon
+    /// first: what it writes after the copy began is not copied.
+    #[command(after_help = "Example:
+  waverun store migrate --from sqlite:/var/lib/waverun \\
+    --to 'postgres:host=db.internal user=waverun dbname=fleet sslmode=disable'")]
+    Migrate {
+        /// `sqlite:DIR` (a data directory) or `sqlite:FILE` (its waverun.db).
+        #[arg(long, value_name = "sqlite:PATH")]
+        from: String,
+        /// `postgres:CONNECTION` — a libpq connection string or a postgresql:// URL.
+        #[arg(long, value_name = "postgres:URL")]
+        to: String,
     },
 }
 
@@ -149,6 +164,46 @@ pub fn store(cmd: StoreCmd, out: &mut impl Write) -> Result<()> {
             writeln!(
                 out,
                 "start the daemon: it checks the whole file and asks the providers about every operation in flight"
+            )?;
+        }
+        StoreCmd::Migrate { from, to } => {
+            let Some(source) = from.strip_prefix("sqlite:") else {
+                return Err(CliError::Usage(format!(
+                    "--from {from:?}: give sqlite:DIR (a data directory) or sqlite:FILE"
+                ))
+                .into());
+            };
+            let Some(url) = to.strip_prefix("postgres:") else {
+                return Err(CliError::Usage(
+                    "--to: give postgres:CONNECTION (a libpq connection string or a \
+                     postgresql:// URL)"
+                        .to_string(),
+                )
+                .into());
+            };
+            let source = Path::new(source);
+            let db = if source.is_dir() {
+                db_in(source)?
+            } else {
+                source.to_path_buf()
+            };
+            let began = std::time::Instant::now();
+            let copied = crate::store::migrate::sqlite_to_postgres(&db, url)
+                .map_err(|e| CliError::Other(format!("migrate: {e}")))?;
+            let rows: u64 = copied.tables.iter().map(|(_, n)| n).sum();
+            let detail: Vec<String> = copied
+                .tables
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect();
+            // Never the connection string: it can hold a password.
+            writeln!(
+                out,
+                "copied {} to PostgreSQL in {:.1} s: {rows} rows ({})",
+                db.display(),
+                began.elapsed().as_secs_f64(),
+                detail.join(", ")
             )?;
         }
     }

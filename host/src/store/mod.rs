@@ -17,11 +17,12 @@
 
 pub mod backup;
 pub mod check;
+pub mod migrate;
 mod postgres;
 mod schema;
 mod sqlite;
 
-pub use postgres::{LeaseConfig, LeaseState, PgReader, PgStore};
+pub use postgres::{Cell, LeaseConfig, LeaseState, PgReader, PgStore, Rows};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteReader, SqliteStore};
 

@@ -358,6 +358,107 @@ impl PgStore {
     }
 }
 
+/// One value of a row copied from another backend ([`PgStore::import`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    /// NULL.
+    Null,
+    /// An integer.
+    Int(i64),
+    /// A real number.
+    Real(f64),
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+}
+
+/// A table's columns and rows, as another backend holds them.
+pub type Rows = (Vec<String>, Vec<Vec<Cell>>);
+
+impl PgStore {
+    /// Copies whole tables into this database, which must hold no fleet yet: `read(table)` gives
+    /// each of `tables` (its columns, named as here, and its rows). One fenced transaction: all
+    /// of it, or nothing. The rows keep the epochs they carry.
+    pub fn import(
+        &mut self,
+        read: &mut dyn FnMut(&str) -> Result<Rows, StoreError>,
+        tables: &[&str],
+    ) -> Result<super::migrate::Copied, StoreError> {
+        self.fenced(|tx, _epoch| {
+            let held: i64 = tx
+                .query_one(
+                    "SELECT (SELECT COUNT(*) FROM journal) + (SELECT COUNT(*) FROM snapshots)
+                          + (SELECT COUNT(*) FROM events) + (SELECT COUNT(*) FROM resources)
+                          + (SELECT COUNT(*) FROM meta WHERE key <> 'schema_version')",
+                    &[],
+                )
+                .map_err(db)?
+                .get(0);
+            if held > 0 {
+                return Err(StoreError::Invalid(
+                    "the target database already holds a fleet: a copy goes only into an empty                      one"
+                    .to_string(),
+                ));
+            }
+            let mut copied = super::migrate::Copied::default();
+            for table in tables {
+                let (columns, rows) = read(table)?;
+                // The schema version is this database's own (the same: checked by the caller).
+                let skip_version = *table == "meta";
+                let list = columns.join(", ");
+                let params: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
+                let sql = format!(
+                    "INSERT INTO {table} ({list}) VALUES ({})",
+                    params.join(", ")
+                );
+                let st = tx.prepare(&sql).map_err(db)?;
+                let types = st.params().to_vec();
+                let mut n = 0u64;
+                for row in &rows {
+                    if skip_version && row.first() == Some(&Cell::Text(meta::SCHEMA_VERSION.into()))
+                    {
+                        continue;
+                    }
+                    let values: Vec<Box<dyn postgres::types::ToSql + Sync>> = row
+                        .iter()
+                        .zip(&types)
+                        .map(|(c, t)| to_sql(c, t, table))
+                        .collect::<Result<_, _>>()?;
+                    let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                        values.iter().map(|b| b.as_ref()).collect();
+                    tx.execute(&st, &refs).map_err(db)?;
+                    n += 1;
+                }
+                copied.tables.push((table.to_string(), n));
+            }
+            Ok(copied)
+        })
+    }
+}
+
+/// A copied value as the column's type takes it.
+fn to_sql(
+    c: &Cell,
+    t: &postgres::types::Type,
+    table: &str,
+) -> Result<Box<dyn postgres::types::ToSql + Sync>, StoreError> {
+    use postgres::types::Type;
+    let wrong = || StoreError::Invalid(format!("{table}: a {c:?} for a column of type {t}"));
+    Ok(match (c, t) {
+        (Cell::Null, &Type::INT8) => Box::new(None::<i64>),
+        (Cell::Null, &Type::INT4) => Box::new(None::<i32>),
+        (Cell::Null, &Type::BYTEA) => Box::new(None::<Vec<u8>>),
+        (Cell::Null, _) => Box::new(None::<String>),
+        (Cell::Int(v), &Type::INT8) => Box::new(*v),
+        (Cell::Int(v), &Type::INT4) => Box::new(i32::try_from(*v).map_err(|_| wrong())?),
+        (Cell::Text(v), &Type::TEXT) => Box::new(v.clone()),
+        (Cell::Blob(v), &Type::BYTEA) => Box::new(v.clone()),
+        (Cell::Text(v), &Type::BYTEA) => Box::new(v.clone().into_bytes()),
+        _ => return Err(wrong()),
+    })
+}
+
 impl PgReader {
     /// A read connection to the database at `url`.
     pub fn open(url: &str) -> Result<PgReader, StoreError> {
