@@ -1,9 +1,11 @@
 //! The daemon's engine thread in scaled fleet time: the real plugin, a real SQLite file and
 //! the simulated provider over it. A run completes as `waverun simulate` says it does; an engine
 //! thread abandoned mid-run (nothing closed, provider calls in flight) and started again on the
-//! same file finishes the run with exactly one upgrade operation per member.
+//! same file finishes the run with exactly one upgrade operation per member; so does a run whose
+//! steps' commits fail in each way a network database can fail them (`store_support::Faulty`).
 
 mod runtime_support;
+mod store_support;
 
 use runtime_support::{plugin, workspace};
 use std::collections::BTreeMap;
@@ -234,4 +236,77 @@ fn a_window_the_provider_reports_later_reaches_the_engine_s_member() {
         snapshot(&fleet.daemon).contains("Saturday"),
         "the engine's member has the window"
     );
+}
+
+#[test]
+fn commits_that_fail_after_writing_or_before_it_lose_no_upgrade_and_double_none() {
+    use store_support::{Fault, Faulty};
+    let (_rt, plugin) = plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("waverun.db");
+    let s = scenario();
+    let mut store = SqliteStore::open(&db).unwrap();
+    let clock = FleetClock::resume(&mut store, SLOWER, Some(s.start.timestamp_millis())).unwrap();
+    let clusters = s.members.iter().map(SimulatedCluster::from);
+    let simulated = Arc::new(SimulatedProvider::open(&db, clusters, clock, s.seed).unwrap());
+    // The run's first step that asks for upgrades is written but answered as failed; later
+    // ones fail before writing, as a lost lease and a serialization failure would.
+    let faults = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from([
+        Fault::AckLost,
+        Fault::Failed,
+        Fault::AckLost,
+        Fault::Fenced,
+    ])));
+    let faulty = Faulty {
+        inner: store,
+        faults: faults.clone(),
+    };
+    let (engine, _) = FleetEngine::start(
+        &plugin,
+        faulty,
+        clock,
+        InstanceConfig::default(),
+        "simulated",
+    )
+    .unwrap();
+    let mut providers: Providers = BTreeMap::new();
+    providers.insert(
+        "simulated".to_string(),
+        simulated.clone() as Arc<dyn Provider>,
+    );
+    let daemon = Daemon::spawn(engine, clock, providers);
+    let mut commands: Vec<Command> = s.setup_commands().into_iter().map(|(_, c)| c).collect();
+    let run = s.run_name().unwrap().to_string();
+    commands.push(Command::StartRun { name: run.clone() });
+    for c in commands {
+        // A start answered as failed may have happened all the same: the run says which.
+        let _ = daemon
+            .call(move |w| w.command(&c, None).map(|_| ()))
+            .unwrap();
+    }
+    if status(&daemon, &run).status.state == State::NotStarted {
+        let name = run.clone();
+        daemon
+            .call(move |w| w.command(&Command::StartRun { name }, None).map(|_| ()))
+            .unwrap()
+            .unwrap();
+    }
+    let st = wait_for_end(&daemon, &run, Duration::from_secs(60));
+    assert!(faults.lock().unwrap().is_empty(), "every fault was played");
+    assert_eq!(
+        st.status.state,
+        State::Completed,
+        "{:?}",
+        member_states(&st)
+    );
+    assert!(member_states(&st).values().all(|s| *s == State::Completed));
+    for m in &s.members {
+        assert_eq!(
+            simulated.operations_of(&m.name).unwrap(),
+            1,
+            "{}: one upgrade, whatever the commits said",
+            m.name
+        );
+    }
+    daemon.shutdown().unwrap();
 }

@@ -96,6 +96,9 @@ pub struct FleetEngine {
     /// refused input): they go out with the next step's, or through [`FleetEngine::take_checks`].
     unsent_checks: Vec<CheckRequest>,
     recoveries: u32,
+    /// A commit failed since the worker last looked: it may have been written all the same
+    /// (its acknowledgement lost — a network database, a timeout), with operations in it.
+    unconfirmed: bool,
     /// Fault injection (crash tests): the guest traps after every this many steps.
     trap_every: Option<u64>,
     steps: u64,
@@ -172,6 +175,7 @@ impl FleetEngine {
             checks,
             unsent_checks: Vec::new(),
             recoveries: 0,
+            unconfirmed: false,
             trap_every: None,
             steps: 0,
             recovered: Vec::new(),
@@ -234,6 +238,12 @@ impl FleetEngine {
     /// The instance (status reads, the next wakeup, fault injection in tests).
     pub fn instance(&mut self) -> &mut PluginInstance {
         &mut self.instance
+    }
+
+    /// Whether a commit failed since the last call: the store may hold its step (and its
+    /// operations) all the same; [`FleetEngine::unfinished_operations`] says what it holds.
+    pub fn take_unconfirmed(&mut self) -> bool {
+        std::mem::take(&mut self.unconfirmed)
     }
 
     /// How many times a trapped instance was rebuilt.
@@ -606,7 +616,9 @@ impl FleetEngine {
                 })
             }
             Err(e) => {
-                // Memory ran ahead of the disk: go back to what the store has.
+                // Memory ran ahead of the disk: go back to what the store has (which may hold
+                // the step after all: the worker looks for its operations).
+                self.unconfirmed = true;
                 self.rebuild()?;
                 Err(DaemonError::Store(e))
             }

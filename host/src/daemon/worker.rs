@@ -469,6 +469,27 @@ impl Worker {
         }
     }
 
+    /// After a commit that failed, the store is what counts: a step written despite the
+    /// error (its acknowledgement lost) holds operations nobody sends. Every operation it holds
+    /// unfinished that is not followed yet is asked about and followed, as after a restart
+    /// (found at its provider → adopted; not found → sent once).
+    fn adopt_unconfirmed(&mut self) {
+        if !self.engine.take_unconfirmed() {
+            return;
+        }
+        match self.engine.unfinished_operations() {
+            Ok(ops) => {
+                for op in &ops {
+                    self.follow(op, true);
+                }
+                self.drive();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reading the operations in flight after a failed commit");
+            }
+        }
+    }
+
     /// Carries out the lifecycle's actions, until it has none.
     fn drive(&mut self) {
         while let Some(action) = self.lifecycle.poll_action() {
@@ -869,6 +890,7 @@ impl Drop for Daemon {
 fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
     loop {
         w.tick();
+        w.adopt_unconfirmed();
         w.start_unsent_checks();
         let msg = match rx.recv_timeout(w.sleep()) {
             Ok(m) => m,
@@ -881,6 +903,7 @@ fn run(mut w: Worker, rx: Receiver<Msg>) -> Result<(), DaemonError> {
             Msg::Abandon => return Ok(()),
             answer => w.on_answer(answer),
         }
+        w.adopt_unconfirmed();
         w.start_unsent_checks();
     }
 }
