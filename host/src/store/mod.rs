@@ -21,10 +21,12 @@ pub mod migrate;
 mod postgres;
 mod schema;
 mod sqlite;
+mod view;
 
-pub use postgres::{Cell, LeaseConfig, LeaseState, PgReader, PgStore, Rows};
+pub use postgres::{ActingDeadline, Cell, LeaseConfig, LeaseState, PgReader, PgStore, Rows};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteReader, SqliteStore};
+pub use view::{FollowerView, OpenReader};
 
 use std::fmt;
 

@@ -204,26 +204,113 @@ pub enum LeaseState {
 
 /// The writer on PostgreSQL: the leader's connection.
 pub struct PgStore {
-    conn: RefCell<Client>,
-    url: String,
+    conn: Conn,
     lease: LeaseConfig,
     /// The epoch of the lease we hold (0: none yet).
     epoch: u64,
+    /// The local deadline after which this writer writes nothing, whatever the lease row says
+    /// (the leader's self-fencing; none: only the lease row decides).
+    acting: Option<ActingDeadline>,
 }
 
 /// A read connection, for API handlers, the SSE stream and followers.
 pub struct PgReader {
-    conn: RefCell<Client>,
+    conn: Conn,
+}
+
+/// Until when this process may act as the leader, on its monotonic clock: shared by the lease
+/// keeper (which moves it with every renewal and clears it on stepping down), the writer
+/// (which refuses to write past it) and the threads that call providers (which check it just
+/// before each call). A process that wakes from a pause finds it passed before anything else.
+#[derive(Clone, Debug)]
+pub struct ActingDeadline {
+    base: std::time::Instant,
+    /// Milliseconds after `base`; 0: may not act.
+    until_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl Default for ActingDeadline {
+    fn default() -> Self {
+        ActingDeadline {
+            base: std::time::Instant::now(),
+            until_ms: Default::default(),
+        }
+    }
+}
+
+impl ActingDeadline {
+    /// The clock this deadline is kept on: milliseconds since it was made.
+    pub fn now_ms(&self) -> i64 {
+        self.base.elapsed().as_millis() as i64
+    }
+
+    /// May act until `until_ms` (of [`ActingDeadline::now_ms`]'s clock); 0: not at all.
+    pub fn set(&self, until_ms: i64) {
+        self.until_ms
+            .store(until_ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether this process may act now.
+    pub fn may_act(&self) -> bool {
+        self.now_ms() < self.until_ms.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// How long connecting may take before it counts as a failure.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection that comes back by itself: one found closed (the server restarted, the
+/// session terminated) is made again on next use, with the same session settings.
+struct Conn {
+    client: RefCell<Option<Client>>,
+    url: String,
+    /// Run on every new session (`SET ...`).
+    session: String,
+}
+
+impl Conn {
+    fn open(url: &str, session: String) -> Result<Conn, StoreError> {
+        let c = Conn {
+            client: RefCell::new(None),
+            url: url.to_string(),
+            session,
+        };
+        drop(c.get()?);
+        Ok(c)
+    }
+
+    /// The client, connected (again if it was closed).
+    fn get(&self) -> Result<std::cell::RefMut<'_, Client>, StoreError> {
+        let mut slot = self.client.borrow_mut();
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            *slot = None;
+            let mut client = connect(&self.url)?;
+            if !self.session.is_empty() {
+                client.batch_execute(&self.session).map_err(db)?;
+            }
+            *slot = Some(client);
+        }
+        Ok(std::cell::RefMut::map(slot, |c| {
+            c.as_mut().expect("connected above")
+        }))
+    }
 }
 
 fn connect(url: &str) -> Result<Client, StoreError> {
-    Client::connect(url, NoTls).map_err(|e| {
+    let failed = |e: postgres::Error| {
         StoreError::Database(format!(
             "connecting to PostgreSQL: {}",
             e.as_db_error()
                 .map_or_else(|| e.to_string(), |d| d.message().to_string())
         ))
-    })
+    };
+    let mut config: postgres::Config = url.parse().map_err(failed)?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    config.keepalives(true);
+    config.keepalives_idle(Duration::from_secs(10));
+    config.connect(NoTls).map_err(failed)
 }
 
 impl PgStore {
@@ -231,14 +318,50 @@ impl PgStore {
     /// schema forward (one replica at a time) and refuses a newer one. It holds no lease yet:
     /// [`PgStore::acquire`] before the first write.
     pub fn open(url: &str, lease: LeaseConfig) -> Result<PgStore, StoreError> {
-        let mut conn = connect(url)?;
-        migrate(&mut conn)?;
+        migrate(&mut connect(url)?)?;
+        PgStore::connect(url, lease)
+    }
+
+    /// Another writer connection to an open (migrated) database, holding no lease yet.
+    ///
+    /// Its sessions end a transaction left idle for a third of the TTL: a writer paused in
+    /// the middle of one (`SIGSTOP`, a stalled VM) holds the lease row `FOR SHARE`, and would
+    /// otherwise keep every other replica from taking over until it woke.
+    pub fn connect(url: &str, lease: LeaseConfig) -> Result<PgStore, StoreError> {
+        let idle_ms = (lease.ttl.as_millis() / 3).max(100);
+        let session = format!("SET idle_in_transaction_session_timeout = {idle_ms}");
         Ok(PgStore {
-            conn: RefCell::new(conn),
-            url: url.to_string(),
+            conn: Conn::open(url, session)?,
             lease,
             epoch: 0,
+            acting: None,
         })
+    }
+
+    /// This writer refuses to write once `deadline` has passed (the leader's self-fencing).
+    pub fn with_acting(mut self, deadline: ActingDeadline) -> PgStore {
+        self.acting = Some(deadline);
+        self
+    }
+
+    /// Writes under the lease of `epoch`, taken for this holder by another connection (the
+    /// lease keeper's).
+    pub fn lead(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    /// The `meta` value of `key`, set to `value` first if it has none: for facts the first
+    /// replica to start settles (the fleet's name, its clock's origin), written outside the
+    /// lease because whoever writes first writes what every other replica then reads.
+    pub fn settle_meta(&mut self, key: &str, value: &str) -> Result<String, StoreError> {
+        let mut c = self.conn.get()?;
+        c.execute(
+            "INSERT INTO meta (key, value, epoch) VALUES ($1, $2, 0) ON CONFLICT (key) DO NOTHING",
+            &[&key, &value],
+        )
+        .map_err(db)?;
+        read_meta(&mut *c, key)?
+            .ok_or_else(|| StoreError::Database(format!("meta {key:?} vanished")))
     }
 
     /// Takes the lease when it is free or expired (a new epoch), renews it when it is ours
@@ -246,7 +369,7 @@ impl PgStore {
     /// the epoch moved on, and this store writes nothing until it acquires again.
     pub fn acquire(&mut self) -> Result<LeaseState, StoreError> {
         let ttl_ms = self.lease.ttl.as_millis() as i64;
-        let mut conn = self.conn.borrow_mut();
+        let mut conn = self.conn.get()?;
         let mut tx = conn.transaction().map_err(db)?;
         let row = tx
             .query_opt(
@@ -305,7 +428,7 @@ impl PgStore {
             return Ok(());
         }
         self.conn
-            .borrow_mut()
+            .get()?
             .execute(
                 "UPDATE leader_lease SET expires_at = now() - interval '1 second'
                  WHERE name = $1 AND holder = $2 AND epoch = $3",
@@ -333,7 +456,13 @@ impl PgStore {
                 self.lease.holder
             )));
         }
-        let mut conn = self.conn.borrow_mut();
+        if self.acting.as_ref().is_some_and(|d| !d.may_act()) {
+            return Err(StoreError::Fenced(format!(
+                "{}'s lease (epoch {}) was not renewed in time: it writes nothing more",
+                self.lease.holder, self.epoch
+            )));
+        }
+        let mut conn = self.conn.get()?;
         let mut tx = conn.transaction().map_err(db)?;
         let lease = tx
             .query_opt(
@@ -463,7 +592,7 @@ impl PgReader {
     /// A read connection to the database at `url`.
     pub fn open(url: &str) -> Result<PgReader, StoreError> {
         Ok(PgReader {
-            conn: RefCell::new(connect(url)?),
+            conn: Conn::open(url, String::new())?,
         })
     }
 }
@@ -839,7 +968,7 @@ impl Store for PgStore {
     }
 
     fn reader(&self) -> Result<Box<dyn StoreRead + Send>, StoreError> {
-        Ok(Box::new(PgReader::open(&self.url)?))
+        Ok(Box::new(PgReader::open(&self.conn.url)?))
     }
 }
 
@@ -847,32 +976,28 @@ macro_rules! reads_on_pg {
     ($t:ty) => {
         impl StoreRead for $t {
             fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-                read_meta(&mut *self.conn.borrow_mut(), key)
+                read_meta(&mut *self.conn.get()?, key)
             }
             fn snapshot(&self) -> Result<Option<SnapshotRecord>, StoreError> {
-                reads::snapshot(&mut self.conn.borrow_mut())
+                reads::snapshot(&mut *self.conn.get()?)
             }
             fn journal_after(&self, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
-                reads::journal_after(&mut self.conn.borrow_mut(), after)
+                reads::journal_after(&mut *self.conn.get()?, after)
             }
             fn last_journal_seq(&self) -> Result<u64, StoreError> {
-                last_journal_seq(&mut *self.conn.borrow_mut())
+                last_journal_seq(&mut *self.conn.get()?)
             }
             fn journal_len(&self) -> Result<u64, StoreError> {
-                reads::count(
-                    &mut self.conn.borrow_mut(),
-                    "SELECT COUNT(*) FROM journal",
-                    &[],
-                )
+                reads::count(&mut *self.conn.get()?, "SELECT COUNT(*) FROM journal", &[])
             }
             fn operation(&self, id: &str) -> Result<Option<OperationRow>, StoreError> {
-                reads::operation(&mut self.conn.borrow_mut(), id)
+                reads::operation(&mut *self.conn.get()?, id)
             }
             fn operations_in(
                 &self,
                 states: &[OperationState],
             ) -> Result<Vec<OperationRow>, StoreError> {
-                reads::operations_in(&mut self.conn.borrow_mut(), states)
+                reads::operations_in(&mut *self.conn.get()?, states)
             }
             fn events_after(
                 &self,
@@ -880,37 +1005,37 @@ macro_rules! reads_on_pg {
                 run: Option<&str>,
                 limit: u32,
             ) -> Result<Vec<EventRow>, StoreError> {
-                reads::events_after(&mut self.conn.borrow_mut(), after, run, limit)
+                reads::events_after(&mut *self.conn.get()?, after, run, limit)
             }
             fn last_event_seq(&self) -> Result<u64, StoreError> {
                 reads::count(
-                    &mut self.conn.borrow_mut(),
+                    &mut *self.conn.get()?,
                     "SELECT COALESCE(MAX(seq), 0) FROM events",
                     &[],
                 )
             }
             fn resource(&self, kind: &str, name: &str) -> Result<Option<ResourceMeta>, StoreError> {
-                reads::resource(&mut self.conn.borrow_mut(), kind, name)
+                reads::resource(&mut *self.conn.get()?, kind, name)
             }
             fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError> {
-                reads::resources(&mut self.conn.borrow_mut(), kind)
+                reads::resources(&mut *self.conn.get()?, kind)
             }
             fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
-                reads::audit_after(&mut self.conn.borrow_mut(), after, limit)
+                reads::audit_after(&mut *self.conn.get()?, after, limit)
             }
             fn audited(&self, key: &str) -> Result<bool, StoreError> {
                 let n = reads::count(
-                    &mut self.conn.borrow_mut(),
+                    &mut *self.conn.get()?,
                     "SELECT COUNT(*) FROM audit WHERE request_key = $1",
                     &[&key],
                 )?;
                 Ok(n > 0)
             }
             fn run_modules(&self, run: &str) -> Result<Vec<RunModule>, StoreError> {
-                reads::run_modules(&mut self.conn.borrow_mut(), run)
+                reads::run_modules(&mut *self.conn.get()?, run)
             }
             fn webhook_cursors(&self) -> Result<BTreeMap<String, u64>, StoreError> {
-                reads::webhook_cursors(&mut self.conn.borrow_mut())
+                reads::webhook_cursors(&mut *self.conn.get()?)
             }
             fn dead_letters(
                 &self,
@@ -918,11 +1043,11 @@ macro_rules! reads_on_pg {
                 after: u64,
                 limit: u32,
             ) -> Result<Vec<DeadLetter>, StoreError> {
-                reads::dead_letters(&mut self.conn.borrow_mut(), subscription, after, limit)
+                reads::dead_letters(&mut *self.conn.get()?, subscription, after, limit)
             }
             fn dead_letter_count(&self, subscription: &str) -> Result<u64, StoreError> {
                 reads::count(
-                    &mut self.conn.borrow_mut(),
+                    &mut *self.conn.get()?,
                     "SELECT COUNT(*) FROM webhook_dead_letters WHERE subscription = $1",
                     &[&subscription],
                 )
@@ -933,7 +1058,7 @@ macro_rules! reads_on_pg {
                 before: Option<u64>,
                 limit: u32,
             ) -> Result<Vec<(u64, DeliveryRecord)>, StoreError> {
-                reads::deliveries(&mut self.conn.borrow_mut(), subscription, before, limit)
+                reads::deliveries(&mut *self.conn.get()?, subscription, before, limit)
             }
         }
     };
