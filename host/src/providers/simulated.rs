@@ -10,7 +10,7 @@ use super::{measurement_error, ProviderError, ProviderErrorCode, Started, Upgrad
 use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider};
 use crate::clock::Clock;
 use crate::store::StoreError;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -51,7 +51,7 @@ impl From<&ScenarioMember> for SimulatedCluster {
 
 /// The simulated clusters of one fleet.
 pub struct SimulatedProvider {
-    conn: Mutex<Connection>,
+    db: Mutex<Db>,
     clusters: BTreeMap<String, SimulatedCluster>,
     clock: Box<dyn Clock + Sync>,
     seed: u64,
@@ -63,11 +63,190 @@ struct Row {
     succeeds: bool,
 }
 
-fn db(e: rusqlite::Error) -> ProviderError {
+/// One upgrade the fleet accepted for a member, as far as what it runs is concerned.
+struct Change {
+    control_plane: Option<String>,
+    node_images: String,
+    due_ms: i64,
+    succeeds: bool,
+}
+
+/// Where the simulated fleet keeps its record: the daemon's SQLite file, or — for several
+/// replicas, which must all see the same clusters — the PostgreSQL database they share.
+enum Db {
+    Sqlite(Connection),
+    Postgres {
+        client: Box<Option<postgres::Client>>,
+        url: String,
+    },
+}
+
+fn db(e: impl std::fmt::Display) -> ProviderError {
     ProviderError::new(
         ProviderErrorCode::Unavailable,
         format!("simulated fleet: {e}"),
     )
+}
+
+impl Db {
+    fn pg<'a>(
+        client: &'a mut Option<postgres::Client>,
+        url: &str,
+    ) -> Result<&'a mut postgres::Client, ProviderError> {
+        if client.as_ref().is_none_or(postgres::Client::is_closed) {
+            *client = Some(postgres::Client::connect(url, postgres::NoTls).map_err(db)?);
+        }
+        Ok(client.as_mut().expect("connected above"))
+    }
+
+    /// Every upgrade of `member`, in the order they take effect.
+    fn history(&mut self, member: &str) -> Result<Vec<Change>, ProviderError> {
+        const SQL: &str = "SELECT control_plane, node_images, due_ms, succeeds FROM sim_operations
+                           WHERE member = $1 ORDER BY due_ms, attempt";
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(&SQL.replace("$1", "?1")).map_err(db)?;
+                let rows = st
+                    .query_map([member], |r| {
+                        Ok(Change {
+                            control_plane: r.get(0)?,
+                            node_images: r.get(1)?,
+                            due_ms: r.get(2)?,
+                            succeeds: r.get(3)?,
+                        })
+                    })
+                    .map_err(db)?;
+                rows.collect::<Result<_, _>>().map_err(db)
+            }
+            Db::Postgres { client, url } => Ok(Db::pg(client, url)?
+                .query(SQL, &[&member])
+                .map_err(db)?
+                .iter()
+                .map(|r| Change {
+                    control_plane: r.get(0),
+                    node_images: r.get(1),
+                    due_ms: r.get(2),
+                    succeeds: r.get::<_, i64>(3) != 0,
+                })
+                .collect()),
+        }
+    }
+
+    fn find(&mut self, key: &str) -> Result<Option<Row>, ProviderError> {
+        const SQL: &str =
+            "SELECT operation_id, due_ms, succeeds FROM sim_operations WHERE key = $1";
+        match self {
+            Db::Sqlite(c) => c
+                .query_row(&SQL.replace("$1", "?1"), [key], |r| {
+                    Ok(Row {
+                        operation_id: r.get(0)?,
+                        due_ms: r.get(1)?,
+                        succeeds: r.get(2)?,
+                    })
+                })
+                .optional()
+                .map_err(db),
+            Db::Postgres { client, url } => Ok(Db::pg(client, url)?
+                .query_opt(SQL, &[&key])
+                .map_err(db)?
+                .map(|r| Row {
+                    operation_id: r.get(0),
+                    due_ms: r.get(1),
+                    succeeds: r.get::<_, i64>(2) != 0,
+                })),
+        }
+    }
+
+    fn count(&mut self, member: &str) -> Result<u64, ProviderError> {
+        const SQL: &str = "SELECT COUNT(*) FROM sim_operations WHERE member = $1";
+        let n: i64 = match self {
+            Db::Sqlite(c) => c
+                .query_row(&SQL.replace("$1", "?1"), [member], |r| r.get(0))
+                .map_err(db)?,
+            Db::Postgres { client, url } => Db::pg(client, url)?
+                .query_one(SQL, &[&member])
+                .map_err(db)?
+                .get(0),
+        };
+        Ok(n as u64)
+    }
+
+    /// Begins the transaction that decides an upgrade of `member`: one at a time per member,
+    /// across every process that shares the record.
+    fn begin(&mut self, member: &str) -> Result<(), ProviderError> {
+        match self {
+            Db::Sqlite(c) => c.execute_batch("BEGIN IMMEDIATE").map_err(db),
+            Db::Postgres { client, url } => {
+                let c = Db::pg(client, url)?;
+                c.batch_execute("BEGIN").map_err(db)?;
+                c.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&member])
+                    .map(drop)
+                    .map_err(db)
+            }
+        }
+    }
+
+    fn end(&mut self, commit: bool) -> Result<(), ProviderError> {
+        let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+        match self {
+            Db::Sqlite(c) => c.execute_batch(sql).map_err(db),
+            Db::Postgres { client, url } => Db::pg(client, url)?.batch_execute(sql).map_err(db),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        key: &str,
+        operation_id: &str,
+        member: &str,
+        attempt: u64,
+        accepted_ms: i64,
+        due_ms: i64,
+        succeeds: bool,
+        control_plane: Option<&str>,
+        node_images: &str,
+    ) -> Result<(), ProviderError> {
+        const SQL: &str = "INSERT INTO sim_operations (key, operation_id, member, attempt,
+                               accepted_ms, due_ms, succeeds, control_plane, node_images, epoch)
+                           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)";
+        match self {
+            Db::Sqlite(c) => c
+                .execute(
+                    &SQL.replace('$', "?"),
+                    params![
+                        key,
+                        operation_id,
+                        member,
+                        attempt as i64,
+                        accepted_ms,
+                        due_ms,
+                        succeeds,
+                        control_plane,
+                        node_images
+                    ],
+                )
+                .map(drop)
+                .map_err(db),
+            Db::Postgres { client, url } => Db::pg(client, url)?
+                .execute(
+                    SQL,
+                    &[
+                        &key as &(dyn postgres::types::ToSql + Sync),
+                        &operation_id,
+                        &member,
+                        &(attempt as i64),
+                        &accepted_ms,
+                        &due_ms,
+                        &i64::from(succeeds),
+                        &control_plane,
+                        &node_images,
+                    ],
+                )
+                .map(drop)
+                .map_err(db),
+        }
+    }
 }
 
 /// FNV-1a over the key, mixed with the seed: the same key draws the same jitter everywhere.
@@ -95,7 +274,31 @@ impl SimulatedProvider {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| StoreError::Database(e.to_string()))?;
         Ok(SimulatedProvider {
-            conn: Mutex::new(conn),
+            db: Mutex::new(Db::Sqlite(conn)),
+            clusters: clusters.into_iter().map(|c| (c.name.clone(), c)).collect(),
+            clock: Box::new(clock),
+            seed,
+        })
+    }
+
+    /// The clusters, over the PostgreSQL database at `url` that several replicas share
+    /// (migrated by the store first, which creates the `sim_operations` table): whichever
+    /// replica leads sees the upgrades the others started.
+    pub fn open_postgres(
+        url: &str,
+        clusters: impl IntoIterator<Item = SimulatedCluster>,
+        clock: impl Clock + Sync + 'static,
+        seed: u64,
+    ) -> Result<SimulatedProvider, StoreError> {
+        let mut db = Db::Postgres {
+            client: Box::new(None),
+            url: url.to_string(),
+        };
+        if let Db::Postgres { client, url } = &mut db {
+            Db::pg(client, url).map_err(|e| StoreError::Database(e.message))?;
+        }
+        Ok(SimulatedProvider {
+            db: Mutex::new(db),
             clusters: clusters.into_iter().map(|c| (c.name.clone(), c)).collect(),
             clock: Box::new(clock),
             seed,
@@ -104,19 +307,11 @@ impl SimulatedProvider {
 
     /// Operations the fleet ever accepted for `member` (a repeated key counts once).
     pub fn operations_of(&self, member: &str) -> Result<u64, ProviderError> {
-        let n: i64 = self
-            .conn()
-            .query_row(
-                "SELECT COUNT(*) FROM sim_operations WHERE member = ?1",
-                [member],
-                |r| r.get(0),
-            )
-            .map_err(db)?;
-        Ok(n as u64)
+        self.db().count(member)
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    fn db(&self) -> MutexGuard<'_, Db> {
+        self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn cluster(&self, target: &ClusterTarget) -> Result<&SimulatedCluster, ProviderError> {
@@ -133,27 +328,7 @@ impl SimulatedProvider {
     }
 
     /// What the cluster runs at `now`: its start, then every upgrade that succeeded by then.
-    fn state_at(
-        conn: &Connection,
-        c: &SimulatedCluster,
-        now: i64,
-    ) -> Result<Described, ProviderError> {
-        let mut st = conn
-            .prepare_cached(
-                "SELECT control_plane, node_images, due_ms, succeeds FROM sim_operations
-                 WHERE member = ?1 ORDER BY due_ms, attempt",
-            )
-            .map_err(db)?;
-        let rows = st
-            .query_map([&c.name], |r| {
-                Ok((
-                    r.get::<_, Option<String>>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, bool>(3)?,
-                ))
-            })
-            .map_err(db)?;
+    fn state_at(db: &mut Db, c: &SimulatedCluster, now: i64) -> Result<Described, ProviderError> {
         let mut d = Described {
             kubernetes_version: c.kubernetes_version.clone(),
             node_pools: c.node_pools.clone(),
@@ -163,19 +338,19 @@ impl SimulatedProvider {
             maintenance: (!c.maintenance.is_empty()).then(|| c.maintenance.clone()),
             labels: BTreeMap::new(),
         };
-        for row in rows {
-            let (cp, images, due, succeeds) = row.map_err(db)?;
-            if due > now {
+        for change in db.history(&c.name)? {
+            if change.due_ms > now {
                 d.busy = true;
                 continue;
             }
-            if !succeeds {
+            if !change.succeeds {
                 continue;
             }
-            if let Some(cp) = cp {
+            if let Some(cp) = change.control_plane {
                 d.kubernetes_version = cp;
             }
-            let images: Vec<PoolImage> = serde_json::from_str(&images).unwrap_or_default();
+            let images: Vec<PoolImage> =
+                serde_json::from_str(&change.node_images).unwrap_or_default();
             for img in images {
                 if let Some(p) = d.node_pools.iter_mut().find(|p| p.name == img.node_pool) {
                     p.image_version = img.image_version;
@@ -203,28 +378,83 @@ impl SimulatedProvider {
         }
     }
 
+    /// Inside the member's transaction: the operation of `request`'s key if the fleet has it
+    /// already, else a new one (refused while another upgrade runs).
+    fn decide(
+        &self,
+        db: &mut Db,
+        c: &SimulatedCluster,
+        request: &UpgradeRequest,
+        now: i64,
+    ) -> Result<Started, ProviderError> {
+        if let Some(row) = db.find(&request.idempotency_key)? {
+            let r = Self::report(&row, now);
+            return Ok(Started {
+                operation_id: r.operation_id,
+                phase: r.phase,
+                already_at_target: false,
+                poll_after_seconds: r.poll_after_seconds,
+            });
+        }
+        let state = Self::state_at(db, c, now)?;
+        if state.busy {
+            return Err(ProviderError::new(
+                ProviderErrorCode::OperationInProgress,
+                format!("{}: another upgrade is in progress", c.name),
+            ));
+        }
+        let cp_done = request
+            .control_plane
+            .as_ref()
+            .is_none_or(|v| *v == state.kubernetes_version);
+        let images_done = request.node_images.iter().all(|i| state.runs(i));
+        let at_target = cp_done && images_done;
+        let attempt = db.count(&c.name)? + 1;
+        let b = &c.behavior;
+        let (due, succeeds) = if at_target {
+            (now, true)
+        } else {
+            let jitter = match b.jitter_minutes {
+                0 => 0,
+                j => draw(self.seed, &request.idempotency_key) % (u64::from(j) + 1),
+            };
+            let minutes = u64::from(b.upgrade_minutes) + jitter;
+            let due = now.saturating_add((minutes * 60_000).min(i64::MAX as u64) as i64);
+            (due, attempt > u64::from(b.fail_attempts))
+        };
+        let operation_id = format!("sim-{}-{attempt}", c.name);
+        let images = serde_json::to_string(&request.node_images).expect("images serialise");
+        db.insert(
+            &request.idempotency_key,
+            &operation_id,
+            &c.name,
+            attempt,
+            now,
+            due,
+            succeeds,
+            request.control_plane.as_deref(),
+            &images,
+        )?;
+        let row = Row {
+            operation_id,
+            due_ms: due,
+            succeeds,
+        };
+        let r = Self::report(&row, now);
+        Ok(Started {
+            operation_id: r.operation_id,
+            phase: r.phase,
+            already_at_target: at_target,
+            poll_after_seconds: r.poll_after_seconds,
+        })
+    }
+
     /// The provider's checks: describe the cluster; it passes unless it is busy or stopped.
     fn judge(&self, target: &ClusterTarget, what: &str) -> Measurement {
         match self.describe(target) {
             Ok(d) => super::preflight_of(&target.member, &d),
             Err(e) => measurement_error(format!("simulated {what}: {e}")),
         }
-    }
-
-    fn find(conn: &Connection, key: &str) -> Result<Option<Row>, ProviderError> {
-        conn.query_row(
-            "SELECT operation_id, due_ms, succeeds FROM sim_operations WHERE key = ?1",
-            [key],
-            |r| {
-                Ok(Row {
-                    operation_id: r.get(0)?,
-                    due_ms: r.get(1)?,
-                    succeeds: r.get(2)?,
-                })
-            },
-        )
-        .optional()
-        .map_err(db)
     }
 }
 
@@ -235,7 +465,7 @@ impl Provider for SimulatedProvider {
 
     fn describe(&self, target: &ClusterTarget) -> Result<Described, ProviderError> {
         let c = self.cluster(target)?;
-        Self::state_at(&self.conn(), c, self.now_ms())
+        Self::state_at(&mut self.db(), c, self.now_ms())
     }
 
     /// Passes unless the cluster is busy with another upgrade (or stopped).
@@ -261,84 +491,11 @@ impl Provider for SimulatedProvider {
     ) -> Result<Started, ProviderError> {
         let c = self.cluster(target)?;
         let now = self.now_ms();
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        if let Some(row) = Self::find(&tx, &request.idempotency_key)? {
-            let r = Self::report(&row, now);
-            return Ok(Started {
-                operation_id: r.operation_id,
-                phase: r.phase,
-                already_at_target: false,
-                poll_after_seconds: r.poll_after_seconds,
-            });
-        }
-        let state = Self::state_at(&tx, c, now)?;
-        if state.busy {
-            return Err(ProviderError::new(
-                ProviderErrorCode::OperationInProgress,
-                format!("{}: another upgrade is in progress", c.name),
-            ));
-        }
-        let cp_done = request
-            .control_plane
-            .as_ref()
-            .is_none_or(|v| *v == state.kubernetes_version);
-        let images_done = request.node_images.iter().all(|i| state.runs(i));
-        let at_target = cp_done && images_done;
-        let attempts: i64 = tx
-            .query_row(
-                "SELECT COUNT(*) FROM sim_operations WHERE member = ?1",
-                [&c.name],
-                |r| r.get(0),
-            )
-            .map_err(db)?;
-        let attempt = attempts as u64 + 1;
-        let b = &c.behavior;
-        let (due, succeeds) = if at_target {
-            (now, true)
-        } else {
-            let jitter = match b.jitter_minutes {
-                0 => 0,
-                j => draw(self.seed, &request.idempotency_key) % (u64::from(j) + 1),
-            };
-            let minutes = u64::from(b.upgrade_minutes) + jitter;
-            let due = now.saturating_add((minutes * 60_000).min(i64::MAX as u64) as i64);
-            (due, attempt > u64::from(b.fail_attempts))
-        };
-        let operation_id = format!("sim-{}-{attempt}", c.name);
-        let images = serde_json::to_string(&request.node_images).expect("images serialise");
-        tx.execute(
-            "INSERT INTO sim_operations (key, operation_id, member, attempt, accepted_ms, due_ms,
-                 succeeds, control_plane, node_images, epoch)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
-            params![
-                request.idempotency_key,
-                operation_id,
-                c.name,
-                attempt as i64,
-                now,
-                due,
-                succeeds,
-                request.control_plane,
-                images
-            ],
-        )
-        .map_err(db)?;
-        tx.commit().map_err(db)?;
-        let row = Row {
-            operation_id,
-            due_ms: due,
-            succeeds,
-        };
-        let r = Self::report(&row, now);
-        Ok(Started {
-            operation_id: r.operation_id,
-            phase: r.phase,
-            already_at_target: at_target,
-            poll_after_seconds: r.poll_after_seconds,
-        })
+        let mut db = self.db();
+        db.begin(&c.name)?;
+        let decided = self.decide(&mut db, c, request, now);
+        db.end(decided.is_ok())?;
+        decided
     }
 
     fn get_operation(
@@ -348,7 +505,7 @@ impl Provider for SimulatedProvider {
     ) -> Result<OperationReport, ProviderError> {
         self.cluster(target)?;
         let now = self.now_ms();
-        match Self::find(&self.conn(), idempotency_key)? {
+        match self.db().find(idempotency_key)? {
             Some(row) => Ok(Self::report(&row, now)),
             None => Err(ProviderError::new(
                 ProviderErrorCode::NotFound,
