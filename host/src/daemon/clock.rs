@@ -30,6 +30,36 @@ impl FleetClock {
         }
     }
 
+    /// The fleet clock several replicas share (PostgreSQL): the first to start settles its
+    /// origin and scale ([`crate::store::PgStore::settle_meta`]), every other reads them. A
+    /// replica started at another scale than the fleet's is refused: replicas whose clocks
+    /// disagreed would disagree on when everything is due.
+    pub fn shared(
+        store: &mut crate::store::PgStore,
+        scale: f64,
+        start_ms: Option<i64>,
+    ) -> Result<FleetClock, StoreError> {
+        let real_now = system_ms();
+        let origin = store.settle_meta(
+            meta::CLOCK_ORIGIN,
+            &format!("{real_now}:{}", start_ms.unwrap_or(real_now)),
+        )?;
+        let stored_scale = parse_scale(&store.settle_meta(meta::CLOCK_SCALE, &scale.to_string())?)?;
+        if stored_scale != scale {
+            return Err(StoreError::Invalid(format!(
+                "the fleet's clock runs at time scale {stored_scale}, and this replica was \
+                 started at {scale}: start every replica with --time-scale {stored_scale}"
+            )));
+        }
+        let (real, fleet) = parse_origin(&origin)?;
+        let elapsed = (system_ms() - real).max(0) as f64;
+        Ok(FleetClock {
+            start: Instant::now(),
+            fleet_at_start_ms: fleet + (elapsed * scale) as i64,
+            scale,
+        })
+    }
+
     /// The fleet clock of `store`'s fleet at `scale`: it continues from the stored origin. A
     /// fleet without one starts at `start_ms` (or now); a stored origin of another scale is
     /// re-anchored where it had got to. The origin is written to the store.

@@ -115,6 +115,9 @@ pub struct FleetEngine {
     module_hash: String,
     /// Runs whose [`crate::store::RunModule`] row for this module is known to be written.
     stamped: std::collections::BTreeSet<String>,
+    /// A follower's engine ([`FleetEngine::make_follower`]): it answers reads, and refuses
+    /// every input.
+    follower: bool,
 }
 
 /// The resource kind of update runs.
@@ -184,6 +187,7 @@ impl FleetEngine {
             replayed_events: Vec::new(),
             module_hash: module.sha256().to_string(),
             stamped: Default::default(),
+            follower: false,
         };
         let init = engine.instance.init().map_err(DaemonError::plugin)?;
         let mut applied = engine.commit(init.events, None, StepWrites::default())?;
@@ -223,6 +227,35 @@ impl FleetEngine {
     /// recovered without losing the input.
     pub fn trap_every(&mut self, n: u64) {
         self.trap_every = Some(n.max(1));
+    }
+
+    /// From now on this engine only answers reads: every input and every write is refused as
+    /// fenced (a follower's engine, over the leader's database; its start and its replays
+    /// write nothing).
+    pub fn make_follower(&mut self) {
+        self.follower = true;
+    }
+
+    /// Whether it is a follower's engine.
+    pub fn is_follower(&self) -> bool {
+        self.follower
+    }
+
+    /// Takes over `old`'s counters (its metrics, and the version other threads read, moved on
+    /// by one): the engine that replaces another, after a takeover or a refresh.
+    pub fn carry_over(&mut self, old: &FleetEngine) {
+        self.metrics = old.metrics.clone();
+        self.version = old.version.clone();
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn refuse_if_follower(&self) -> Result<(), StoreError> {
+        if self.follower {
+            return Err(StoreError::Fenced(
+                "this replica is a follower: the leader takes every change".to_string(),
+            ));
+        }
+        Ok(())
     }
 
     /// The store writer (for metadata the API keeps beside the engine).
@@ -281,6 +314,7 @@ impl FleetEngine {
     /// A step with no engine input: an audit entry for a request refused before it reached
     /// the engine (a failed precondition), or metadata alone.
     pub fn record(&mut self, extras: StepWrites) -> Result<(), DaemonError> {
+        self.refuse_if_follower()?;
         let step = Step {
             audit: extras.audit.into_iter().collect(),
             resources: extras.resources,
@@ -583,7 +617,10 @@ impl FleetEngine {
         let mut new_ids = std::mem::take(&mut self.recovered);
         new_ids.extend(step.operations.iter().map(|o| o.id.clone()));
         let began = std::time::Instant::now();
-        let committed = self.store.commit(&step);
+        let committed = match self.refuse_if_follower() {
+            Ok(()) => self.store.commit(&step),
+            Err(e) => Err(e),
+        };
         self.metrics.committed(began.elapsed());
         match committed {
             Ok(c) => {

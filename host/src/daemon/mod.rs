@@ -28,6 +28,7 @@ mod leadership;
 mod members;
 mod metrics;
 mod operations;
+mod replica;
 mod step;
 mod worker;
 
@@ -38,5 +39,8 @@ pub use members::{member_resource, observe_members, observe_releases, MemberBind
 pub use metrics::Metrics;
 pub(crate) use operations::jitter;
 pub use operations::{Action, CallTo, Lifecycle, Policy, ProviderWait, Tracked};
+pub use replica::{
+    BuildEngine, LeaseKeeper, Replica, ReplicaStatus, Transition, FOLLOW_EVERY, LEADER_URL,
+};
 pub use step::{Outbox, StepJournal};
 pub use worker::{Daemon, Gone, Measurements, Providers, Worker, DELETE_REQUESTED};

@@ -20,6 +20,7 @@ use super::fleet_engine::{Applied, DaemonError, FleetEngine, StepWrites};
 use super::members::{MemberBinding, MEMBERS};
 use super::metrics::MeasurementLabels;
 use super::operations::{Action, Lifecycle, Policy, ProviderWait, Tracked};
+use super::replica::{Replica, FOLLOW_EVERY};
 use crate::clock::Clock;
 use crate::health::{self, Checker, HealthConfig};
 use crate::providers::{ClusterTarget, Described, OperationReport, Provider};
@@ -103,6 +104,9 @@ pub struct Worker {
     measurements: Measurements,
     /// The webhook driver, told when the event log grows.
     webhooks: Option<Sender<crate::webhooks::driver::DriverMsg>>,
+    /// Among several replicas (PostgreSQL): whether it leads, and how it builds its engine.
+    /// `None`: the only process on its store, which always acts.
+    replica: Option<Replica>,
 }
 
 /// The worker's side of health checks: a checker, a small tokio runtime of its own to take
@@ -227,6 +231,144 @@ impl Worker {
             *self.events.borrow(),
         ));
         self.webhooks = Some(tx);
+    }
+
+    /// Whether this engine thread may act — call providers, write, fire timers: always when it
+    /// is the only process on its store; among replicas, while it leads and its lease's
+    /// deadline has not passed.
+    pub fn acting(&self) -> bool {
+        self.replica.as_ref().is_none_or(Replica::acting)
+    }
+
+    /// The lease keeper says this replica leads under `epoch`: the leader's engine is built
+    /// over the database (the snapshot and journal replayed), then every operation in flight is
+    /// asked about before anything is sent again — an upgrade the old leader started is
+    /// adopted, not repeated.
+    pub fn lead(&mut self, epoch: u64) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if !r.deadline.may_act() {
+            tracing::warn!(
+                epoch,
+                "the lease's deadline passed before the engine could take over"
+            );
+            return;
+        }
+        let built = (r.build)(Some(epoch));
+        let engine = match built {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(epoch, error = %e, "taking over as the leader failed; trying again");
+                r.pending = Some(epoch);
+                return;
+            }
+        };
+        r.pending = None;
+        r.leading = Some(epoch);
+        self.replace_engine(engine);
+        self.lifecycle = Lifecycle::new(policy(self.clock.scale()));
+        let last = self.engine.stored().last_event_seq().unwrap_or(0);
+        self.announce(last);
+        match self.recover() {
+            Ok(n) => tracing::info!(
+                epoch,
+                operations_in_flight = n,
+                "leading: the engine is running"
+            ),
+            Err(e) => tracing::error!(epoch, error = %e, "recovering the operations in flight"),
+        }
+    }
+
+    /// The lease keeper says this replica does not lead any more (it stopped acting already):
+    /// the leader's engine goes, everything it followed is forgotten (the next leader asks
+    /// about it), and a follower's engine over the database takes its place.
+    pub fn follow_leader(&mut self) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        r.leading = None;
+        r.pending = None;
+        r.looked = None;
+        r.seen = (u64::MAX, u64::MAX);
+        self.lifecycle = Lifecycle::new(policy(self.clock.scale()));
+        self.upgrade_started.clear();
+        self.measurements.in_flight.clear();
+        self.follower_look();
+    }
+
+    /// A follower looks at the leader's database (every [`FOLLOW_EVERY`]): when the journal
+    /// or the event log moved, its engine is built again from it, and the live streams hear
+    /// of the new events.
+    fn follower_look(&mut self) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if r.leading.is_some() {
+            // Leading, but past its deadline: nothing is done until the step-down.
+            return;
+        }
+        if r.looked.is_some_and(|t| t.elapsed() < FOLLOW_EVERY) {
+            return;
+        }
+        r.looked = Some(Instant::now());
+        if let Some(epoch) = r.pending.filter(|_| r.deadline.may_act()) {
+            return self.lead(epoch);
+        }
+        let store = self.engine.stored();
+        let ends = match (store.last_journal_seq(), store.last_event_seq()) {
+            (Ok(j), Ok(e)) => (j, e),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "reading the leader's progress");
+                return;
+            }
+        };
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if ends == r.seen && self.engine.is_follower() {
+            return;
+        }
+        match (r.build)(None) {
+            Ok(mut engine) => {
+                engine.make_follower();
+                r.seen = ends;
+                self.replace_engine(engine);
+                self.announce(ends.1);
+            }
+            Err(e) => tracing::warn!(error = %e, "following the leader's database"),
+        }
+    }
+
+    fn replace_engine(&mut self, mut engine: FleetEngine) {
+        engine.carry_over(&self.engine);
+        self.engine = engine;
+    }
+
+    /// The event log ends at `last` (never moving back): live streams and the webhook driver
+    /// are told.
+    fn announce(&mut self, last: u64) {
+        if last > *self.events.borrow() {
+            self.events.send_replace(last);
+        }
+        if let Some(tx) = &self.webhooks {
+            let _ = tx.send(crate::webhooks::driver::DriverMsg::Logged(last));
+        }
+    }
+
+    /// After a start or a takeover: every operation the store has not seen finish is asked
+    /// about first, the measurements the engine awaits are taken, and runs whose deletion was
+    /// asked for and that stopped meanwhile go. Returns how many operations were in flight.
+    fn recover(&mut self) -> Result<usize, DaemonError> {
+        let unfinished = self.engine.unfinished_operations()?;
+        for op in &unfinished {
+            self.follow(op, true);
+        }
+        self.start_unsent_checks();
+        self.drive();
+        let asked = self.engine.stored().resources(RUNS).unwrap_or_default();
+        self.delete_requested_runs(asked.into_iter().map(|m| m.name).collect());
+        Ok(unfinished.len())
     }
 
     fn dispatch(&mut self, applied: &Applied) {
@@ -392,7 +534,11 @@ impl Worker {
     /// its timers fired, a step that did not commit, a recovery): started now, so a check never
     /// waits for the next step to be measured.
     fn start_unsent_checks(&mut self) {
-        for req in self.engine.take_checks() {
+        let checks = self.engine.take_checks();
+        if !self.acting() {
+            return;
+        }
+        for req in checks {
             self.start_check(req);
         }
     }
@@ -474,7 +620,7 @@ impl Worker {
     /// unfinished that is not followed yet is asked about and followed, as after a restart
     /// (found at its provider → adopted; not found → sent once).
     fn adopt_unconfirmed(&mut self) {
-        if !self.engine.take_unconfirmed() {
+        if !self.engine.take_unconfirmed() || !self.acting() {
             return;
         }
         match self.engine.unfinished_operations() {
@@ -543,7 +689,16 @@ impl Worker {
             return;
         };
         let tx = self.tx.clone();
-        std::thread::spawn(move || call(p.as_ref(), tx));
+        let deadline = self.replica.as_ref().map(|r| r.deadline.clone());
+        std::thread::spawn(move || {
+            // Checked just before the call: a process paused since the call was decided
+            // finds its deadline passed, and leaves it to the next leader.
+            if deadline.is_some_and(|d| !d.may_act()) {
+                tracing::warn!("a provider call was not made: this replica no longer leads");
+                return;
+            }
+            call(p.as_ref(), tx)
+        });
     }
 
     fn deliver(&mut self, observation: Observation) {
@@ -587,6 +742,13 @@ impl Worker {
 
     /// A message from a provider call: the lifecycle's input, then its actions.
     fn on_answer(&mut self, msg: Msg) {
+        if !self.acting() {
+            // An answer to a leader this replica no longer is: the next leader asks again.
+            if let Msg::Measured { id, .. } = &msg {
+                self.measurements.in_flight.remove(id);
+            }
+            return;
+        }
         let now = self.clock.now_ms();
         match msg {
             Msg::Started { id, result } => self.lifecycle.started(&id, result, now),
@@ -606,6 +768,9 @@ impl Worker {
 
     /// Fires the engine's timers if due, and the lifecycle's.
     fn tick(&mut self) {
+        if !self.acting() {
+            return self.follower_look();
+        }
         match self.engine.next_wakeup() {
             Ok(Some(at)) if at.timestamp_millis() <= self.clock.now_ms() => {
                 match self.engine.wake() {
@@ -628,6 +793,9 @@ impl Worker {
 
     /// How long to sleep: until the engine's next wakeup or the lifecycle's next timer.
     fn sleep(&mut self) -> Duration {
+        if !self.acting() {
+            return FOLLOW_EVERY;
+        }
         let engine = match self.engine.next_wakeup() {
             Ok(Some(at)) => self.clock.real_until(at.timestamp_millis()),
             _ => MAX_SLEEP,
@@ -769,6 +937,19 @@ impl Daemon {
         providers: Providers,
         measurements: Measurements,
     ) -> Daemon {
+        Daemon::spawn_replica(engine, clock, providers, measurements, None)
+    }
+
+    /// [`Daemon::spawn_with`] for one of several replicas: it starts as a follower over
+    /// `engine` (a follower's) and leads when the lease keeper says so ([`Worker::lead`]).
+    /// `None`: the only process on its store.
+    pub fn spawn_replica(
+        engine: FleetEngine,
+        clock: FleetClock,
+        providers: Providers,
+        measurements: Measurements,
+        replica: Option<Replica>,
+    ) -> Daemon {
         let (tx, rx) = mpsc::channel();
         let worker_tx = tx.clone();
         let last = engine.stored().last_event_seq().unwrap_or(0);
@@ -790,16 +971,11 @@ impl Daemon {
                     events,
                     measurements,
                     webhooks: None,
+                    replica,
                 };
-                let unfinished = w.engine.unfinished_operations()?;
-                for op in &unfinished {
-                    w.follow(op, true);
+                if w.acting() {
+                    w.recover()?;
                 }
-                w.start_unsent_checks();
-                w.drive();
-                // Runs whose deletion was asked for and that stopped while the daemon was down.
-                let asked = w.engine.stored().resources(RUNS).unwrap_or_default();
-                w.delete_requested_runs(asked.into_iter().map(|m| m.name).collect());
                 run(w, rx)
             })
             .expect("spawn the engine thread");
@@ -810,6 +986,11 @@ impl Daemon {
             waits_version,
             thread: Some(thread),
         }
+    }
+
+    /// Runs `f` on the engine thread, without waiting for it.
+    pub fn post(&self, f: impl FnOnce(&mut Worker) + Send + 'static) -> Result<(), Gone> {
+        self.tx.send(Msg::Run(Box::new(f))).map_err(|_| Gone)
     }
 
     /// The last committed event's sequence number, changed after every step with events.

@@ -27,10 +27,11 @@ pub struct WebhooksSettings {
     pub secrets: BTreeMap<String, SigningKey>,
 }
 
-/// The API's handle on events out.
+/// The API's handle on events out. Among replicas, only the leader runs a driver: the handle
+/// is attached to each new one ([`Webhooks::attach`]) and tells nobody while there is none.
 pub struct Webhooks {
-    tx: std::sync::mpsc::Sender<DriverMsg>,
-    stats: Arc<DriverStats>,
+    tx: std::sync::Mutex<std::sync::mpsc::Sender<DriverMsg>>,
+    stats: std::sync::Mutex<Arc<DriverStats>>,
     policy: AddressPolicy,
     secrets: BTreeMap<String, SigningKey>,
     sender: Arc<Sender>,
@@ -46,6 +47,33 @@ pub fn start(
     origin: Origin,
     clock: FleetClock,
 ) -> Result<(Driver, Webhooks), String> {
+    let driver = start_driver(reader, writes, settings, origin.clone(), clock)?;
+    let handle = handle(settings, origin)?;
+    handle.attach(&driver);
+    Ok((driver, handle))
+}
+
+/// The API's handle, attached to no driver yet (a follower's).
+pub fn handle(settings: &WebhooksSettings, origin: Origin) -> Result<Webhooks, String> {
+    let (nowhere, _) = std::sync::mpsc::channel();
+    Ok(Webhooks {
+        tx: std::sync::Mutex::new(nowhere),
+        stats: Default::default(),
+        policy: settings.sender.policy,
+        secrets: settings.secrets.clone(),
+        sender: Arc::new(Sender::new(settings.sender.clone())?),
+        origin,
+    })
+}
+
+/// Starts a driver over the store `reader` reads, its writes going to `writes`.
+pub fn start_driver(
+    reader: Box<dyn StoreRead + Send>,
+    writes: Writes,
+    settings: &WebhooksSettings,
+    origin: Origin,
+    clock: FleetClock,
+) -> Result<Driver, String> {
     let policy = settings.sender.policy;
     let secrets = settings.secrets.clone();
     let load: LoadSubscriptions = Box::new(move |r: &dyn StoreRead| {
@@ -62,35 +90,36 @@ pub fn start(
             SystemClock.now_ms(),
         ))
     });
-    let driver = Driver::start(
+    Driver::start(
         reader,
         load,
         writes,
         Sender::new(settings.sender.clone())?,
-        origin.clone(),
+        origin,
         clock,
         Policy::default(),
-    )?;
-    let handle = Webhooks {
-        tx: driver.handle(),
-        stats: driver.stats(),
-        policy,
-        secrets: settings.secrets.clone(),
-        sender: Arc::new(Sender::new(settings.sender.clone())?),
-        origin,
-    };
-    Ok((driver, handle))
+    )
 }
 
 impl Webhooks {
+    /// From now on, `driver` is the one told, and the one whose counters are shown.
+    pub fn attach(&self, driver: &Driver) {
+        *self.tx.lock().unwrap_or_else(|e| e.into_inner()) = driver.handle();
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = driver.stats();
+    }
+
+    fn send(&self, msg: DriverMsg) {
+        let _ = self.tx.lock().unwrap_or_else(|e| e.into_inner()).send(msg);
+    }
+
     /// Subscriptions were written: the driver reads them again.
     pub fn changed(&self) {
-        let _ = self.tx.send(DriverMsg::Changed);
+        self.send(DriverMsg::Changed);
     }
 
     /// The driver delivers these dead letters of `lane` again.
     pub fn redeliver(&self, lane: &str, seqs: Vec<u64>) {
-        let _ = self.tx.send(DriverMsg::Redeliver {
+        self.send(DriverMsg::Redeliver {
             lane: lane.to_string(),
             seqs,
         });
@@ -111,9 +140,9 @@ impl Webhooks {
         &self.secrets
     }
 
-    /// The driver's counters.
-    pub fn stats(&self) -> &DriverStats {
-        &self.stats
+    /// The driver's counters (the current driver's: a new leader's start at zero).
+    pub fn stats(&self) -> Arc<DriverStats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Sends `url` one `io.waverun.Test` event now, signed with `keys`, and says how it went
@@ -144,8 +173,9 @@ impl Webhooks {
     /// `/metrics`' samples of events out, for the subscriptions `names` (with their dead
     /// letters): attempts by outcome, events behind, dead letters kept.
     pub fn metrics(&self, subscriptions: &[(String, u64)]) -> Vec<ProviderMetric> {
-        let outcomes = self.stats.outcomes();
-        let lag = self.stats.lag();
+        let stats = self.stats();
+        let outcomes = stats.outcomes();
+        let lag = stats.lag();
         let mut out = Vec::new();
         for (name, dead) in subscriptions {
             for outcome in ["delivered", "failed", "deadLettered"] {
