@@ -87,6 +87,9 @@ pub struct ApiState {
     streams: Arc<feed::StreamLimits>,
     /// Events out (`eventSubscriptions`), when the daemon runs them.
     webhooks: Option<Arc<crate::webhooks::service::Webhooks>>,
+    /// Among several replicas: whether this one leads (a follower answers changes with 503
+    /// and the leader's address).
+    replica: Option<Arc<crate::daemon::ReplicaStatus>>,
 }
 
 /// Live event streams one token may hold open, by default.
@@ -124,6 +127,7 @@ impl ApiState {
             runs: Default::default(),
             public_url: None,
             webhooks: None,
+            replica: None,
         }
     }
 
@@ -131,6 +135,54 @@ impl ApiState {
     pub fn with_webhooks(mut self, webhooks: Arc<crate::webhooks::service::Webhooks>) -> ApiState {
         self.webhooks = Some(webhooks);
         self
+    }
+
+    /// This daemon is one of several replicas, as `status` says.
+    pub fn with_replica(mut self, status: Arc<crate::daemon::ReplicaStatus>) -> ApiState {
+        self.replica = Some(status);
+        self
+    }
+
+    /// A follower's answer to a change: 503 `NotLeader`, naming the leader and where it is
+    /// reached (also in `x-waverun-leader`), as the leader last recorded it. `None` on the
+    /// leader, and on a daemon alone on its store.
+    async fn not_leader(&self) -> Option<(Problem, Option<String>)> {
+        let r = self.replica.as_ref().filter(|r| !r.leading())?;
+        let recorded = self
+            .readers
+            .read(|s| s.meta(crate::daemon::LEADER_URL))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|v| serde_json::from_str::<serde_json::Value>(&v).ok());
+        let seen = r.leader();
+        // The recorded leader counts only if it is the one the lease names now.
+        let leader = recorded.filter(|v| {
+            seen.as_ref().is_some_and(|(h, e)| {
+                v["holder"].as_str() == Some(h.as_str()) && v["epoch"].as_u64() == Some(*e)
+            })
+        });
+        let url = leader
+            .as_ref()
+            .and_then(|v| v["url"].as_str().map(str::to_string));
+        let detail = match (&seen, &url) {
+            (Some((h, e)), Some(u)) => format!(
+                "this replica ({}) follows; the leader is {h} (epoch {e}) at {u}: send changes there",
+                r.holder()
+            ),
+            (Some((h, e)), None) => format!(
+                "this replica ({}) follows; the leader is {h} (epoch {e}), whose address is not recorded yet: try again shortly",
+                r.holder()
+            ),
+            (None, _) => format!(
+                "this replica ({}) follows, and no replica leads right now (a takeover is under way): try again shortly",
+                r.holder()
+            ),
+        };
+        Some((
+            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "NotLeader", detail),
+            url,
+        ))
     }
 
     /// Links the API hands out are absolute, under `url` (`https://host[:port]`).
@@ -378,8 +430,20 @@ async fn readyz(State(st): State<Arc<ApiState>>) -> Response {
         let wakeup = w.engine().next_wakeup();
         wakeup.map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))
     });
+    let role = match &st.replica {
+        None => String::new(),
+        Some(r) if r.leading() => format!(
+            "leader {} (epoch {})\n",
+            r.holder(),
+            r.epoch().unwrap_or_default()
+        ),
+        Some(r) => match r.leader() {
+            Some((h, e)) => format!("follower {} (leader {h}, epoch {e})\n", r.holder()),
+            None => format!("follower {} (no leader right now)\n", r.holder()),
+        },
+    };
     match ready.await {
-        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(_) => (StatusCode::OK, format!("ready\n{role}")).into_response(),
         Err(p) => p.into_response(),
     }
 }
@@ -393,6 +457,7 @@ async fn openapi_json(State(st): State<Arc<ApiState>>) -> Response {
 async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<Response, Problem> {
     st.auth.check(&headers, Need::Read)?;
     let hooks = st.webhooks.clone();
+    let replica = st.replica.clone();
     let text = st
         .engine(move |w| {
             let map = |e: crate::daemon::DaemonError| Problem::daemon(&e, &|p: &str| p.to_string());
@@ -409,6 +474,9 @@ async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<
             let m = w.engine().metrics();
             m.set_runs(&runs);
             let mut samples = w.provider_metrics();
+            if let Some(r) = &replica {
+                samples.extend(r.metrics());
+            }
             if let Some(h) = &hooks {
                 let r = w.engine().stored();
                 let mut subs = Vec::new();
@@ -482,11 +550,23 @@ async fn around_request(
         .map(|c| c.name)
         .unwrap_or_else(|_| "unauthenticated".to_string());
     let began = std::time::Instant::now();
+    // A follower takes no change (a simulation changes nothing): it says where the leader is.
+    let mut leader_url = None;
     let read = if mutation {
         // The token and its role are checked before a byte of the body is read: a caller
         // that may not make this request cannot make the daemon buffer its body.
-        match st.auth.check(req.headers(), need_of(&method, &path)) {
+        let check = st.auth.check(req.headers(), need_of(&method, &path));
+        let following = match check {
+            Ok(_) if !path.ends_with("/simulate") => st.not_leader().await,
+            _ => None,
+        };
+        match check {
             Err(p) => Err(p),
+            Ok(_) if following.is_some() => {
+                let (p, url) = following.expect("checked");
+                leader_url = Some(url);
+                Err(p)
+            }
             Ok(_) => {
                 let (parts, body) = req.into_parts();
                 match tokio::time::timeout(BODY_READ_TIMEOUT, read_body(body)).await {
@@ -525,8 +605,24 @@ async fn around_request(
     } else {
         tracing::info!(%method, %path, status = status.as_u16(), ms, request_id = %request_id, "request");
     }
+    if let Some(url) = leader_url.as_ref() {
+        // Retry there (the CLI follows it), or here shortly when no leader is known yet.
+        let headers = response.headers_mut();
+        headers.insert(
+            header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        if let Some(v) = url
+            .as_deref()
+            .and_then(|u| axum::http::HeaderValue::from_str(u).ok())
+        {
+            headers.insert("x-waverun-leader", v);
+        }
+    }
     let failed = status.is_client_error() || status.is_server_error();
-    if mutation && failed && path.starts_with("/api/v1/fleets/") {
+    // A follower's refusal is not audited: it wrote nothing, and cannot (the leader audits
+    // the change when it is sent there).
+    if mutation && failed && leader_url.is_none() && path.starts_with("/api/v1/fleets/") {
         let problem = response.extensions().get::<Problem>();
         let entry = crate::store::NewAudit {
             at: crate::now_rfc3339(),

@@ -70,6 +70,172 @@ pub struct ConfigFile {
     /// sign with by name ([`WebhooksFile`]).
     #[serde(default)]
     pub webhooks: Option<WebhooksFile>,
+    /// Where the fleet's state lives: SQLite in the data directory (the default), or
+    /// PostgreSQL shared by several replicas ([`StoreFile`]).
+    #[serde(default)]
+    pub store: Option<StoreFile>,
+}
+
+/// `store:` — `type: sqlite` (the default: `waverun.db` in the data directory) or
+/// `type: postgres` with the database's address.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreFile {
+    /// `sqlite` or `postgres`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// PostgreSQL's address: a URL (`postgresql://waverun@db.example:5432/waverun`) or a
+    /// libpq connection string, without the password.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The password, from the environment or a file (never in this file, never logged).
+    #[serde(default)]
+    pub password_from: Option<SecretSource>,
+    /// This replica's name in the leader lease (default: the host's name and the port it
+    /// listens on).
+    #[serde(default)]
+    pub holder: Option<String>,
+    /// How long a leader lease lasts without a renewal, in seconds (default 15, at least 1).
+    /// A leader stops acting two thirds of it after its last renewal; a follower takes over
+    /// once it has expired.
+    #[serde(default)]
+    pub lease_seconds: Option<f64>,
+}
+
+/// Where the fleet's state lives, resolved.
+#[derive(Clone, Debug, Default)]
+pub enum StoreChoice {
+    /// `waverun.db` in the data directory: one daemon.
+    #[default]
+    Sqlite,
+    /// PostgreSQL, shared by several replicas.
+    Postgres(PgChoice),
+}
+
+/// `store: {type: postgres}`, resolved.
+#[derive(Clone)]
+pub struct PgChoice {
+    /// The connection string, with the password in it (never printed: see `Debug`).
+    pub url: String,
+    /// This replica's name in the lease (`None`: the host's name and the port it listens on).
+    pub holder: Option<String>,
+    /// The lease's TTL.
+    pub lease: Duration,
+}
+
+impl std::fmt::Debug for PgChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgChoice")
+            .field("url", &"<redacted>")
+            .field("holder", &self.holder)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+/// The default lease TTL.
+pub const LEASE_SECONDS: f64 = 15.0;
+
+impl StoreFile {
+    fn resolve(&self) -> Result<StoreChoice, String> {
+        match self.kind.as_str() {
+            "sqlite" => {
+                if self.url.is_some()
+                    || self.password_from.is_some()
+                    || self.holder.is_some()
+                    || self.lease_seconds.is_some()
+                {
+                    return Err("store: url, passwordFrom, holder and leaseSeconds are settings of type: postgres".to_string());
+                }
+                Ok(StoreChoice::Sqlite)
+            }
+            "postgres" => {
+                let url = self
+                    .url
+                    .clone()
+                    .filter(|u| !u.trim().is_empty())
+                    .ok_or_else(|| {
+                        "store.url: missing: type: postgres needs the database's address, e.g. \
+                     postgresql://waverun@db.example:5432/waverun"
+                            .to_string()
+                    })?;
+                let parsed: postgres::Config = url.parse().map_err(|e| {
+                    format!("store.url: not a PostgreSQL URL or connection string ({e})")
+                })?;
+                if parsed.get_password().is_some() {
+                    return Err("store.url: holds a password; put it in store.passwordFrom \
+                                ({fromEnv: NAME} or {fromFile: PATH}) so that it never sits in \
+                                the config file"
+                        .to_string());
+                }
+                let url = match &self.password_from {
+                    None => url,
+                    Some(source) => {
+                        let password = source
+                            .resolve()
+                            .map_err(|e| format!("store.passwordFrom: {e}"))?;
+                        with_password(&url, &password)
+                    }
+                };
+                let lease = self.lease_seconds.unwrap_or(LEASE_SECONDS);
+                if !(lease.is_finite() && (1.0..=600.0).contains(&lease)) {
+                    return Err(format!(
+                        "store.leaseSeconds: {lease} must be a number of seconds in [1, 600]"
+                    ));
+                }
+                let holder = match &self.holder {
+                    Some(h) => {
+                        if h.is_empty() || h.len() > 200 || h.chars().any(char::is_control) {
+                            return Err(format!(
+                                "store.holder: {h:?} must be 1 to 200 printable characters"
+                            ));
+                        }
+                        Some(h.clone())
+                    }
+                    None => None,
+                };
+                Ok(StoreChoice::Postgres(PgChoice {
+                    url,
+                    holder,
+                    lease: Duration::from_secs_f64(lease),
+                }))
+            }
+            other => Err(format!(
+                "store.type: {other:?} is not a store: sqlite (the default) or postgres"
+            )),
+        }
+    }
+}
+
+/// `url` with `password` added: as a query parameter of a URL, as a `password=` pair of a
+/// connection string.
+fn with_password(url: &str, password: &str) -> String {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let encoded: String = password
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}password={encoded}")
+    } else {
+        let quoted = password.replace('\\', "\\\\").replace('\'', "\\'");
+        format!("{url} password='{quoted}'")
+    }
+}
+
+/// The host's name (for the default lease holder).
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "waverun".to_string())
 }
 
 /// `webhooks:` — every key optional.
@@ -272,6 +438,11 @@ impl ConfigFile {
             if let Some(d) = &mut h.exec.state_dir {
                 anchor(d);
             }
+        }
+        if let Some(SecretSource::FromFile(f)) =
+            self.store.as_mut().and_then(|s| s.password_from.as_mut())
+        {
+            anchor(f);
         }
         if let Some(w) = &mut self.webhooks {
             if let Some(f) = &mut w.ca_file {
@@ -526,6 +697,8 @@ pub struct ServeConfig {
     pub health_checks: HealthConfig,
     /// `webhooks:` (checked, its secrets read; the default when absent).
     pub webhooks: crate::webhooks::service::WebhooksSettings,
+    /// `store:` (SQLite when absent).
+    pub store: StoreChoice,
 }
 
 /// What the command line gave (each overrides the file and the environment).
@@ -566,6 +739,7 @@ impl ServeConfig {
             insecure_http: false,
             health_checks: HealthConfig::default(),
             webhooks: Default::default(),
+            store: StoreChoice::Sqlite,
         }
     }
 
@@ -732,6 +906,10 @@ impl ServeConfig {
         let health_checks = base.health_checks.unwrap_or_default();
         health_checks.validate()?;
         let webhooks = base.webhooks.unwrap_or_default().resolve()?;
+        let store = match &base.store {
+            Some(s) => s.resolve()?,
+            None => StoreChoice::Sqlite,
+        };
         Ok(ServeConfig {
             listen,
             data_dir,
@@ -750,6 +928,7 @@ impl ServeConfig {
             insecure_http: flags.insecure_http,
             health_checks,
             webhooks,
+            store,
         })
     }
 }

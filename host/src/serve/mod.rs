@@ -11,7 +11,8 @@ mod observer;
 mod tls;
 
 pub use config::{
-    ConfigFile, LimitsConfig, Overrides, ResolvedProvider, ServeConfig, TlsConfig, TokenConfig,
+    ConfigFile, LimitsConfig, Overrides, PgChoice, ResolvedProvider, ServeConfig, StoreChoice,
+    StoreFile, TlsConfig, TokenConfig,
 };
 pub use fleet_file::FleetFile;
 pub use listener::Limits;
@@ -21,7 +22,8 @@ pub use tls::{TlsAcceptor, TlsFiles};
 
 use crate::api::{self, ApiState, Auth};
 use crate::daemon::{
-    Daemon, FleetClock, FleetEngine, Measurements, MemberBinding, Providers, StepWrites,
+    BuildEngine, Daemon, FleetClock, FleetEngine, LeaseKeeper, LeaseTiming, Measurements,
+    MemberBinding, Providers, Replica, ReplicaStatus, StepWrites, Transition, LEADER_URL,
 };
 use crate::providers::aks::AksProvider;
 use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
@@ -92,131 +94,26 @@ impl Server {
             &config.data_dir,
             &format!("waverun serve on {}", config.listen),
         )?;
-        let db = config.data_dir.join(DB_FILE);
-        let mut store = SqliteStore::open(&db).map_err(|e| match e {
-            crate::store::StoreError::Corrupt(_) => damaged(&config.data_dir, &e),
-            e => format!("{}: {e}", db.display()),
-        })?;
-        match store.meta(meta::FLEET).map_err(|e| e.to_string())? {
-            Some(f) if f != config.fleet => {
-                return Err(format!(
-                    "data dir {} holds fleet {f:?}, not {:?}: name it with --fleet-name {f}, or use another --data-dir",
-                    config.data_dir.display(),
-                    config.fleet
-                ))
-            }
-            Some(_) => {}
-            None => store
-                .set_meta(meta::FLEET, &config.fleet)
-                .map_err(|e| e.to_string())?,
-        }
-        let fleet_file = match &config.fleet_file {
-            Some(p) => Some((crate::load_file::<FleetFile>(p)?, crate::read_document(p)?)),
-            None => None,
+        let std_listener = std::net::TcpListener::bind(config.listen)
+            .map_err(|e| format!("listen on {}: {e}", config.listen))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
+        let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+        let core = match &config.store {
+            StoreChoice::Sqlite => open_embedded(config, source)?,
+            StoreChoice::Postgres(pg) => open_replica(config, pg, source, addr)?,
         };
-        let start_ms = fleet_file
-            .as_ref()
-            .and_then(|(f, _)| f.start)
-            .map(|t| t.timestamp_millis());
-        let clock = FleetClock::resume(&mut store, config.time_scale, start_ms)
-            .map_err(|e| e.to_string())?;
-        let cache = config
-            .module_cache
-            .clone()
-            .unwrap_or_else(|| config.data_dir.join("modules"));
-        let module = load_module(source, cache)?;
-        let module_hash = module.sha256().to_string();
-        store
-            .set_meta(meta::MODULE_HASH, &module_hash)
-            .map_err(|e| e.to_string())?;
-        let mut providers: Providers = Default::default();
-        let clusters: Vec<SimulatedCluster> = fleet_file
-            .as_ref()
-            .map(|(f, _)| f.members.iter().map(SimulatedCluster::from).collect())
-            .unwrap_or_default();
-        let seed = fleet_file.as_ref().map_or(0, |(f, _)| f.seed);
-        let simulated = Arc::new(
-            SimulatedProvider::open(&db, clusters, clock, seed).map_err(|e| e.to_string())?,
-        );
-        providers.insert(
-            "simulated".to_string(),
-            simulated.clone() as Arc<dyn Provider>,
-        );
-        for (name, p) in &config.providers {
-            let provider: Arc<dyn Provider> = match p {
-                ResolvedProvider::Exec {
-                    config: p,
-                    timeouts,
-                } => {
-                    let exec = ExecProvider::start(ExecConfig {
-                        name: name.clone(),
-                        command: p.command.clone(),
-                        env: p.env.clone(),
-                        pass_env: p.pass_env.clone(),
-                        secret_env: p.secret_env.clone(),
-                        timeouts: timeouts.clone(),
-                        max_stdout: p.max_stdout_bytes.unwrap_or(1024 * 1024),
-                        state_dir: config.data_dir.join("providers").join(name),
-                    })?;
-                    tracing::info!(provider = %name, "exec provider ready");
-                    Arc::new(exec)
-                }
-                ResolvedProvider::Aks(p) => {
-                    let aks = aks_provider(name, p)?;
-                    tracing::info!(provider = %name, arm = %aks.arm().endpoint(), "aks provider ready");
-                    Arc::new(aks)
-                }
-            };
-            providers.insert(name.clone(), provider);
-        }
-        let (engine, _) = FleetEngine::start(
-            &module,
-            store,
-            clock,
-            InstanceConfig::default(),
-            "simulated",
-        )
-        .map_err(|e| format!("starting the engine: {e}"))?;
-        let mut engine = engine;
-        if let Some(n) = std::env::var("WAVERUN_FAULT_TRAP_EVERY")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            tracing::warn!(every = n, "fault injection: the engine traps after every {n} steps (WAVERUN_FAULT_TRAP_EVERY)");
-            engine.trap_every(n);
-        }
-        let checker = crate::health::Checker::new(config.health_checks.clone())?;
-        let measurements = Measurements::new(checker)
-            .map_err(|e| format!("starting the health checks' runtime: {e}"))?;
-        let daemon = Arc::new(Daemon::spawn_with(
-            engine,
-            clock,
-            providers.clone(),
-            measurements,
-        ));
-        if let Some((file, text)) = fleet_file {
-            register_fleet(&daemon, &file, &text, simulated.clone(), &clock)?;
-        }
-        // Events out: the driver reads the log beside the engine and hands its writes to it.
-        let reader = daemon
-            .call(|w| w.engine().stored().reader())
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("a reader of the store for the webhooks: {e}"))?;
-        let origin = crate::webhooks::cloudevent::Origin {
-            fleet: config.fleet.clone(),
-            base_url: config.public_url.clone(),
-        };
-        let (driver, webhooks) = crate::webhooks::service::start(
-            reader,
-            daemon.webhook_writes(),
-            &config.webhooks,
-            origin,
-            clock,
-        )?;
-        let told = driver.handle();
-        daemon
-            .call(move |w| w.set_webhooks(told))
-            .map_err(|e| e.to_string())?;
+        let Core {
+            daemon,
+            module,
+            module_hash,
+            providers,
+            webhooks,
+            driver,
+            keeper,
+            status,
+        } = core;
         let observer = Observer::spawn(
             daemon.clone(),
             providers,
@@ -227,20 +124,16 @@ impl Server {
         for t in &config.tokens {
             auth = auth.with_hash(&t.name, t.role, &t.sha256);
         }
-        let state = Arc::new(
-            ApiState::new(daemon.clone(), &config.fleet, auth)
-                .with_sandbox(module)
-                .with_public_url(config.public_url.as_deref())
-                .with_stream_limits(config.stream_limits.0, config.stream_limits.1)
-                .with_webhooks(Arc::new(webhooks)),
-        );
+        let mut state = ApiState::new(daemon.clone(), &config.fleet, auth)
+            .with_sandbox(module)
+            .with_public_url(config.public_url.as_deref())
+            .with_stream_limits(config.stream_limits.0, config.stream_limits.1)
+            .with_webhooks(webhooks);
+        if let Some(s) = status {
+            state = state.with_replica(s);
+        }
+        let state = Arc::new(state);
         let router = api::router(state.clone());
-        let std_listener = std::net::TcpListener::bind(config.listen)
-            .map_err(|e| format!("listen on {}: {e}", config.listen))?;
-        std_listener
-            .set_nonblocking(true)
-            .map_err(|e| e.to_string())?;
-        let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let limits = config.limits.clone();
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -269,9 +162,14 @@ impl Server {
                     .await;
                     Ok::<(), String>(())
                 })?;
-                // In-flight requests are done: the webhook driver hands over what it has
-                // pending, then the store closes.
-                driver.shutdown();
+                // In-flight requests are done: a leader stops acting and gives its lease up,
+                // the webhook driver hands over what it has pending, then the store closes.
+                if let Some(k) = keeper {
+                    k.stop();
+                }
+                if let Some(d) = driver.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    d.shutdown();
+                }
                 match Arc::try_unwrap(daemon) {
                     Ok(d) => d.shutdown().map_err(|e| e.to_string()),
                     Err(_) => Ok(()), // still shared: its last owner closes it
@@ -351,6 +249,394 @@ impl Drop for Server {
     }
 }
 
+/// What the daemon is made of, over either store.
+struct Core {
+    daemon: Arc<Daemon>,
+    module: PluginModule,
+    module_hash: String,
+    providers: Providers,
+    webhooks: Arc<crate::webhooks::service::Webhooks>,
+    /// The webhook driver, while this process runs one (always alone; while it leads among
+    /// replicas).
+    driver: DriverSlot,
+    /// Among replicas: the lease keeper.
+    keeper: Option<LeaseKeeper>,
+    /// Among replicas: what the API shows of this one.
+    status: Option<Arc<ReplicaStatus>>,
+}
+
+type DriverSlot = Arc<std::sync::Mutex<Option<crate::webhooks::driver::Driver>>>;
+
+/// The providers the configuration names (the built-in `simulated` one aside).
+fn configured_providers(config: &ServeConfig) -> Result<Providers, String> {
+    let mut providers: Providers = Default::default();
+    for (name, p) in &config.providers {
+        let provider: Arc<dyn Provider> = match p {
+            ResolvedProvider::Exec {
+                config: p,
+                timeouts,
+            } => {
+                let exec = ExecProvider::start(ExecConfig {
+                    name: name.clone(),
+                    command: p.command.clone(),
+                    env: p.env.clone(),
+                    pass_env: p.pass_env.clone(),
+                    secret_env: p.secret_env.clone(),
+                    timeouts: timeouts.clone(),
+                    max_stdout: p.max_stdout_bytes.unwrap_or(1024 * 1024),
+                    state_dir: config.data_dir.join("providers").join(name),
+                })?;
+                tracing::info!(provider = %name, "exec provider ready");
+                Arc::new(exec)
+            }
+            ResolvedProvider::Aks(p) => {
+                let aks = aks_provider(name, p)?;
+                tracing::info!(provider = %name, arm = %aks.arm().endpoint(), "aks provider ready");
+                Arc::new(aks)
+            }
+        };
+        providers.insert(name.clone(), provider);
+    }
+    Ok(providers)
+}
+
+/// The fleet file, read (with its text, whose hash says whether it was registered).
+fn read_fleet_file(config: &ServeConfig) -> Result<Option<(FleetFile, String)>, String> {
+    match &config.fleet_file {
+        Some(p) => Ok(Some((
+            crate::load_file::<FleetFile>(p)?,
+            crate::read_document(p)?,
+        ))),
+        None => Ok(None),
+    }
+}
+
+fn measurements(config: &ServeConfig) -> Result<Measurements, String> {
+    let checker = crate::health::Checker::new(config.health_checks.clone())?;
+    Measurements::new(checker).map_err(|e| format!("starting the health checks' runtime: {e}"))
+}
+
+fn origin(config: &ServeConfig) -> crate::webhooks::cloudevent::Origin {
+    crate::webhooks::cloudevent::Origin {
+        fleet: config.fleet.clone(),
+        base_url: config.public_url.clone(),
+    }
+}
+
+/// One daemon on SQLite in its data directory: it always acts.
+fn open_embedded(config: &ServeConfig, source: &ModuleSource) -> Result<Core, String> {
+    let db = config.data_dir.join(DB_FILE);
+    let mut store = SqliteStore::open(&db).map_err(|e| match e {
+        crate::store::StoreError::Corrupt(_) => damaged(&config.data_dir, &e),
+        e => format!("{}: {e}", db.display()),
+    })?;
+    match store.meta(meta::FLEET).map_err(|e| e.to_string())? {
+        Some(f) if f != config.fleet => {
+            return Err(format!(
+                "data dir {} holds fleet {f:?}, not {:?}: name it with --fleet-name {f}, or use another --data-dir",
+                config.data_dir.display(),
+                config.fleet
+            ))
+        }
+        Some(_) => {}
+        None => store
+            .set_meta(meta::FLEET, &config.fleet)
+            .map_err(|e| e.to_string())?,
+    }
+    let fleet_file = read_fleet_file(config)?;
+    let start_ms = fleet_file
+        .as_ref()
+        .and_then(|(f, _)| f.start)
+        .map(|t| t.timestamp_millis());
+    let clock =
+        FleetClock::resume(&mut store, config.time_scale, start_ms).map_err(|e| e.to_string())?;
+    let module = load_module(source, module_cache(config))?;
+    let module_hash = module.sha256().to_string();
+    store
+        .set_meta(meta::MODULE_HASH, &module_hash)
+        .map_err(|e| e.to_string())?;
+    let clusters: Vec<SimulatedCluster> = fleet_file
+        .as_ref()
+        .map(|(f, _)| f.members.iter().map(SimulatedCluster::from).collect())
+        .unwrap_or_default();
+    let seed = fleet_file.as_ref().map_or(0, |(f, _)| f.seed);
+    let simulated =
+        Arc::new(SimulatedProvider::open(&db, clusters, clock, seed).map_err(|e| e.to_string())?);
+    let mut providers = configured_providers(config)?;
+    providers.insert(
+        "simulated".to_string(),
+        simulated.clone() as Arc<dyn Provider>,
+    );
+    let (engine, _) = FleetEngine::start(
+        &module,
+        store,
+        clock,
+        InstanceConfig::default(),
+        "simulated",
+    )
+    .map_err(|e| format!("starting the engine: {e}"))?;
+    let mut engine = engine;
+    if let Some(n) = std::env::var("WAVERUN_FAULT_TRAP_EVERY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        tracing::warn!(
+            every = n,
+            "fault injection: the engine traps after every {n} steps (WAVERUN_FAULT_TRAP_EVERY)"
+        );
+        engine.trap_every(n);
+    }
+    let daemon = Arc::new(Daemon::spawn_with(
+        engine,
+        clock,
+        providers.clone(),
+        measurements(config)?,
+    ));
+    if let Some((file, text)) = fleet_file {
+        daemon
+            .call(move |w| register_fleet(w, &file, &text, &simulated))
+            .map_err(|e| e.to_string())??;
+    }
+    // Events out: the driver reads the log beside the engine and hands its writes to it.
+    let reader = daemon
+        .call(|w| w.engine().stored().reader())
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("a reader of the store for the webhooks: {e}"))?;
+    let (driver, webhooks) = crate::webhooks::service::start(
+        reader,
+        daemon.webhook_writes(),
+        &config.webhooks,
+        origin(config),
+        clock,
+    )?;
+    let told = driver.handle();
+    daemon
+        .call(move |w| w.set_webhooks(told))
+        .map_err(|e| e.to_string())?;
+    Ok(Core {
+        daemon,
+        module,
+        module_hash,
+        providers,
+        webhooks: Arc::new(webhooks),
+        driver: Arc::new(std::sync::Mutex::new(Some(driver))),
+        keeper: None,
+        status: None,
+    })
+}
+
+fn module_cache(config: &ServeConfig) -> PathBuf {
+    config
+        .module_cache
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("modules"))
+}
+
+/// One of several replicas over PostgreSQL: it follows — answering reads from the database —
+/// until the lease keeper says it leads; then it replays the fleet, adopts the operations in
+/// flight, registers the fleet file if it changed and delivers events, until it steps down.
+fn open_replica(
+    config: &ServeConfig,
+    pg: &config::PgChoice,
+    source: &ModuleSource,
+    addr: SocketAddr,
+) -> Result<Core, String> {
+    use crate::store::{ActingDeadline, FollowerView, LeaseConfig, PgReader, PgStore};
+    let holder = pg
+        .holder
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}", config::host_name(), addr.port()));
+    let lease = LeaseConfig {
+        holder: holder.clone(),
+        ttl: pg.lease,
+    };
+    let pg_error = |e: crate::store::StoreError| format!("store (PostgreSQL): {e}");
+    let mut store = PgStore::open(&pg.url, lease.clone()).map_err(pg_error)?;
+    let fleet = store
+        .settle_meta(meta::FLEET, &config.fleet)
+        .map_err(pg_error)?;
+    if fleet != config.fleet {
+        return Err(format!(
+            "the database holds fleet {fleet:?}, not {:?}: name it with --fleet-name {fleet}, or use another database",
+            config.fleet
+        ));
+    }
+    let fleet_file = read_fleet_file(config)?;
+    let start_ms = fleet_file
+        .as_ref()
+        .and_then(|(f, _)| f.start)
+        .map(|t| t.timestamp_millis());
+    let clock = FleetClock::shared(&mut store, config.time_scale, start_ms).map_err(pg_error)?;
+    drop(store);
+    let module = load_module(source, module_cache(config))?;
+    let module_hash = module.sha256().to_string();
+    let clusters: Vec<SimulatedCluster> = fleet_file
+        .as_ref()
+        .map(|(f, _)| f.members.iter().map(SimulatedCluster::from).collect())
+        .unwrap_or_default();
+    let seed = fleet_file.as_ref().map_or(0, |(f, _)| f.seed);
+    let simulated = Arc::new(
+        SimulatedProvider::open_postgres(&pg.url, clusters, clock, seed).map_err(pg_error)?,
+    );
+    let mut providers = configured_providers(config)?;
+    providers.insert(
+        "simulated".to_string(),
+        simulated.clone() as Arc<dyn Provider>,
+    );
+    let deadline = ActingDeadline::default();
+    let build: BuildEngine = {
+        let (module, url, lease, deadline) = (
+            module.clone(),
+            pg.url.clone(),
+            lease.clone(),
+            deadline.clone(),
+        );
+        Box::new(move |epoch| {
+            let engine = match epoch {
+                Some(epoch) => {
+                    let mut writer =
+                        PgStore::connect(&url, lease.clone())?.with_acting(deadline.clone());
+                    writer.lead(epoch);
+                    FleetEngine::start(
+                        &module,
+                        writer,
+                        clock,
+                        InstanceConfig::default(),
+                        "simulated",
+                    )?
+                    .0
+                }
+                None => {
+                    let url = url.clone();
+                    let open: crate::store::OpenReader = Arc::new(move || {
+                        Ok(Box::new(PgReader::open(&url)?) as Box<dyn StoreRead + Send>)
+                    });
+                    let mut e = FleetEngine::start(
+                        &module,
+                        FollowerView::open(open)?,
+                        clock,
+                        InstanceConfig::default(),
+                        "simulated",
+                    )?
+                    .0;
+                    e.make_follower();
+                    e
+                }
+            };
+            Ok(engine)
+        })
+    };
+    let mut build = build;
+    let engine = build(None).map_err(|e| format!("following the fleet in the database: {e}"))?;
+    let daemon = Arc::new(Daemon::spawn_replica(
+        engine,
+        clock,
+        providers.clone(),
+        measurements(config)?,
+        Some(Replica::new(deadline.clone(), build)),
+    ));
+    let url = config.public_url.clone().unwrap_or_else(|| {
+        let scheme = if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{addr}")
+    });
+    let status = Arc::new(ReplicaStatus::new(&holder, Some(url.clone())));
+    let webhooks = Arc::new(crate::webhooks::service::handle(
+        &config.webhooks,
+        origin(config),
+    )?);
+    let driver: DriverSlot = Default::default();
+    let on_change: Box<dyn FnMut(Transition) + Send> = {
+        let daemon = daemon.clone();
+        let (driver, webhooks) = (driver.clone(), webhooks.clone());
+        let settings = config.webhooks.clone();
+        let origin = origin(config);
+        let pg_url = pg.url.clone();
+        let holder = holder.clone();
+        let module_hash = module_hash.clone();
+        Box::new(move |t| match t {
+            Transition::Lead { epoch } => {
+                let file = fleet_file.clone();
+                let simulated = simulated.clone();
+                let (module_hash, holder, url) = (module_hash.clone(), holder.clone(), url.clone());
+                let _ = daemon.post(move |w| {
+                    w.lead(epoch);
+                    if !w.acting() {
+                        return;
+                    }
+                    let leader = serde_json::json!({"holder": holder, "epoch": epoch, "url": url});
+                    let store = w.engine().store();
+                    let wrote = store
+                        .set_meta(meta::MODULE_HASH, &module_hash)
+                        .and_then(|()| store.set_meta(LEADER_URL, &leader.to_string()));
+                    if let Err(e) = wrote {
+                        tracing::warn!(error = %e, "recording the leader");
+                    }
+                    if let Some((file, text)) = file {
+                        if let Err(e) = register_fleet(w, &file, &text, &simulated) {
+                            tracing::error!(error = %e, "registering the fleet file");
+                        }
+                    }
+                });
+                // Events out, from this leader: a driver of its own over the database.
+                let started =
+                    PgReader::open(&pg_url)
+                        .map_err(|e| e.to_string())
+                        .and_then(|reader| {
+                            crate::webhooks::service::start_driver(
+                                Box::new(reader),
+                                daemon.webhook_writes(),
+                                &settings,
+                                origin.clone(),
+                                clock,
+                            )
+                        });
+                match started {
+                    Ok(d) => {
+                        webhooks.attach(&d);
+                        let told = d.handle();
+                        let _ = daemon.post(move |w| w.set_webhooks(told));
+                        if let Some(old) =
+                            driver.lock().unwrap_or_else(|e| e.into_inner()).replace(d)
+                        {
+                            old.shutdown();
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "starting the webhook driver"),
+                }
+            }
+            Transition::StepDown { .. } => {
+                let _ = daemon.post(|w| w.follow_leader());
+                if let Some(d) = driver.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    d.shutdown();
+                }
+            }
+        })
+    };
+    let keeper_store = PgStore::connect(&pg.url, lease).map_err(pg_error)?;
+    let keeper = LeaseKeeper::start(
+        keeper_store,
+        LeaseTiming::for_ttl(pg.lease.as_millis() as i64),
+        deadline,
+        status.clone(),
+        on_change,
+    )?;
+    tracing::info!(holder = %holder, lease_seconds = pg.lease.as_secs_f64(), "a replica over PostgreSQL: following until it leads");
+    Ok(Core {
+        daemon,
+        module,
+        module_hash,
+        providers,
+        webhooks,
+        driver,
+        keeper: Some(keeper),
+        status: Some(status),
+    })
+}
+
 /// What a daemon that refuses a damaged database says: what is wrong, and how to restore.
 fn damaged(data_dir: &std::path::Path, e: &crate::store::StoreError) -> String {
     let dir = data_dir.display();
@@ -364,67 +650,63 @@ fn damaged(data_dir: &std::path::Path, e: &crate::store::StoreError) -> String {
 }
 
 /// Registers the fleet file's clusters (as their provider describes them now), its releases
-/// and its freezes — once per version of the file (`meta.fleet_file_hash`).
+/// and its freezes — once per version of the file (`meta.fleet_file_hash`). On the engine
+/// thread.
 fn register_fleet(
-    daemon: &Daemon,
+    w: &mut crate::daemon::Worker,
     file: &FleetFile,
     text: &str,
-    simulated: Arc<SimulatedProvider>,
-    clock: &FleetClock,
+    simulated: &SimulatedProvider,
 ) -> Result<(), String> {
     let hash = hash_of(text.as_bytes());
-    let file = file.clone();
-    let now = waverun_core::Timestamp::from_timestamp_millis(crate::clock::Clock::now_ms(clock))
-        .unwrap_or_default();
-    daemon
-        .call(move |w| -> Result<(), String> {
-            let known = w
-                .engine()
-                .stored()
-                .meta("fleet_file_hash")
-                .map_err(|e| e.to_string())?;
-            if known.as_deref() == Some(hash.as_str()) {
-                return Ok(());
-            }
-            for m in &file.members {
-                let binding = MemberBinding {
-                    name: m.name.clone(),
-                    provider: m
-                        .provider
-                        .as_ref()
-                        .map_or_else(|| "simulated".to_string(), |p| p.name.clone()),
-                    cluster_ref: m
-                        .provider
-                        .as_ref()
-                        .and_then(|p| p.id.clone())
-                        .map(Value::String),
-                    cluster_resource_id: None,
-                    group: m.group.clone(),
-                    labels: m.labels.clone(),
-                    long_term_support: m.long_term_support,
-                };
-                let d = simulated
-                    .describe(&binding.target(Some(m.region.clone())))
-                    .map_err(|e| format!("members: {}: {e}", m.name))?;
-                w.register_member(&binding, &d, "fleet-file", StepWrites::default())
-                    .map_err(|e| format!("members: {}: {e}", m.name))?;
-            }
-            let catalog = file.catalog(file.start.unwrap_or(now));
-            w.command(&Command::SetCatalog { catalog }, None)
-                .map_err(|e| format!("releases: {e}"))?;
-            w.command(
-                &Command::SetFreezes {
-                    freezes: file.freezes.clone(),
-                },
-                None,
-            )
-            .map_err(|e| format!("freezes: {e}"))?;
-            w.engine()
-                .store()
-                .set_meta("fleet_file_hash", &hash)
-                .map_err(|e| e.to_string())
-        })
-        .map_err(|e| e.to_string())?
+    let now =
+        waverun_core::Timestamp::from_timestamp_millis(crate::clock::Clock::now_ms(w.clock()))
+            .unwrap_or_default();
+    let known = w
+        .engine()
+        .stored()
+        .meta("fleet_file_hash")
+        .map_err(|e| e.to_string())?;
+    if known.as_deref() == Some(hash.as_str()) {
+        return Ok(());
+    }
+    for m in &file.members {
+        let binding = MemberBinding {
+            name: m.name.clone(),
+            provider: m
+                .provider
+                .as_ref()
+                .map_or_else(|| "simulated".to_string(), |p| p.name.clone()),
+            cluster_ref: m
+                .provider
+                .as_ref()
+                .and_then(|p| p.id.clone())
+                .map(Value::String),
+            cluster_resource_id: None,
+            group: m.group.clone(),
+            labels: m.labels.clone(),
+            long_term_support: m.long_term_support,
+        };
+        let d = simulated
+            .describe(&binding.target(Some(m.region.clone())))
+            .map_err(|e| format!("members: {}: {e}", m.name))?;
+        w.register_member(&binding, &d, "fleet-file", StepWrites::default())
+            .map_err(|e| format!("members: {}: {e}", m.name))?;
+    }
+    let catalog = file.catalog(file.start.unwrap_or(now));
+    w.command(&Command::SetCatalog { catalog }, None)
+        .map_err(|e| format!("releases: {e}"))?;
+    w.command(
+        &Command::SetFreezes {
+            freezes: file.freezes.clone(),
+        },
+        None,
+    )
+    .map_err(|e| format!("freezes: {e}"))?;
+    w.engine()
+        .store()
+        .set_meta("fleet_file_hash", &hash)
+        .map_err(|e| e.to_string())
 }
 
 /// An `aks` provider from its config: its credential (the config, then the Azure SDKs'

@@ -2,7 +2,7 @@
 //! `observeIntervalSeconds` after, it registers the configured members not registered yet (as
 //! their provider describes them) and describes every registered member again
 //! ([`observe_members`]), then asks providers for the releases in their members' regions
-//! ([`observe_releases`]). Provider calls run on this thread, never on the engine's.
+//! ([`observe_releases`]) — among replicas, only while this one leads. Provider calls run on this thread, never on the engine's.
 
 use crate::daemon::{observe_members, observe_releases, Daemon, MemberBinding, Providers, MEMBERS};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -28,6 +28,14 @@ impl Observer {
             .spawn(move || {
                 let mut seen = Default::default();
                 loop {
+                    // Among replicas only the leader observes (a follower writes nothing);
+                    // one that follows looks again soon, so a new leader observes at once.
+                    if !daemon.call(|w| w.acting()).unwrap_or(false) {
+                        match stopped.recv_timeout(interval.min(Duration::from_secs(1))) {
+                            Err(RecvTimeoutError::Timeout) => continue,
+                            _ => return,
+                        }
+                    }
                     register(&daemon, &providers, &members);
                     let n = observe_members(&daemon, &providers);
                     tracing::debug!(members = n, "members described");
