@@ -438,3 +438,53 @@ fn webhooks_settings_are_checked_and_their_secrets_read_relative_to_the_file() {
     .unwrap_err();
     assert!(e.contains("allowLoopbak"), "{e}");
 }
+
+#[test]
+fn a_postgres_store_takes_its_password_from_a_secret_and_refuses_one_in_the_url() {
+    use waverun_host::serve::StoreChoice;
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |text: &str| {
+        ServeConfig::resolve(Some(&write(&dir, text)), Overrides::default()).unwrap_err()
+    };
+    let e = refused("store: {type: postgres}\n");
+    assert!(e.starts_with("store.url: missing"), "{e}");
+    let e = refused("store: {type: postgres, url: \"postgresql://u:hunter2@db/w\"}\n");
+    assert!(e.starts_with("store.url: holds a password"), "{e}");
+    assert!(!e.contains("hunter2"), "the password was echoed: {e}");
+    let e = refused("store: {type: mysql}\n");
+    assert!(e.starts_with("store.type: \"mysql\""), "{e}");
+    let e = refused("store: {type: postgres, url: \"host=db\", leaseSeconds: 0.5}\n");
+    assert!(e.starts_with("store.leaseSeconds: 0.5"), "{e}");
+    let e = refused("store: {type: sqlite, holder: a}\n");
+    assert!(e.contains("settings of type: postgres"), "{e}");
+    let e = refused("store: {type: postgres, url: \"host=db\", lease: 3}\n");
+    assert!(e.contains("lease"), "{e}");
+    let e = refused(
+        "store: {type: postgres, url: \"host=db\", passwordFrom: {fromEnv: WAVERUN_NO_SUCH_VAR_9}}\n",
+    );
+    assert!(e.starts_with("store.passwordFrom:"), "{e}");
+
+    std::fs::write(dir.path().join("pw"), "s3cr et'\n").unwrap();
+    let ok = "store: {type: postgres, url: \"postgresql://waverun@db:5432/w\", \
+              passwordFrom: {fromFile: pw}, holder: a, leaseSeconds: 3}\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, ok)), Overrides::default()).unwrap();
+    let StoreChoice::Postgres(pg) = &c.store else {
+        panic!("not postgres: {:?}", c.store)
+    };
+    assert_eq!(pg.holder.as_deref(), Some("a"));
+    assert_eq!(pg.lease, std::time::Duration::from_secs(3));
+    let parsed: postgres::Config = pg.url.parse().unwrap();
+    assert_eq!(parsed.get_password(), Some(&b"s3cr et'"[..]));
+    assert!(
+        !format!("{:?}", c.store).contains("s3cr"),
+        "Debug shows the password"
+    );
+    let kv = "store: {type: postgres, url: \"host=db user=w\", passwordFrom: {fromFile: pw}}\n";
+    let c = ServeConfig::resolve(Some(&write(&dir, kv)), Overrides::default()).unwrap();
+    let StoreChoice::Postgres(pg) = &c.store else {
+        panic!("not postgres")
+    };
+    let parsed: postgres::Config = pg.url.parse().unwrap();
+    assert_eq!(parsed.get_password(), Some(&b"s3cr et'"[..]));
+    assert_eq!(pg.holder, None);
+}
