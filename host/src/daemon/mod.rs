@@ -40,7 +40,7 @@ pub use metrics::Metrics;
 pub(crate) use operations::jitter;
 pub use operations::{Action, CallTo, Lifecycle, Policy, ProviderWait, Tracked};
 pub use replica::{
-    BuildEngine, LeaseKeeper, Replica, ReplicaStatus, Transition, FOLLOW_EVERY, LEADER_URL,
+    BuildEngine, LeaseKeeper, OnLead, Replica, ReplicaStatus, Transition, FOLLOW_EVERY, LEADER_URL,
 };
 pub use step::{Outbox, StepJournal};
 pub use worker::{Daemon, Gone, Measurements, Providers, Worker, DELETE_REQUESTED};

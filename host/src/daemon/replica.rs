@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 /// follower's (read-only, over the leader's database) for `None`.
 pub type BuildEngine = Box<dyn FnMut(Option<u64>) -> Result<FleetEngine, DaemonError> + Send>;
 
+/// What a new leader does once its engine runs (records where clients reach it, registers
+/// the fleet file): on the engine thread, with the epoch it leads under.
+pub type OnLead = Box<dyn FnMut(&mut super::Worker, u64) + Send>;
+
 /// How often a follower looks for the leader's new steps.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
@@ -37,6 +41,8 @@ pub struct Replica {
     pub(super) seen: (u64, u64),
     /// When it last looked.
     pub(super) looked: Option<Instant>,
+    /// Run each time it takes the lead.
+    pub(super) on_lead: Option<OnLead>,
 }
 
 impl Replica {
@@ -49,7 +55,14 @@ impl Replica {
             build,
             seen: (0, 0),
             looked: None,
+            on_lead: None,
         }
+    }
+
+    /// What to do each time this replica's engine takes the lead.
+    pub fn on_lead(mut self, f: OnLead) -> Replica {
+        self.on_lead = Some(f);
+        self
     }
 
     /// Whether it may act now: it leads, and its deadline has not passed.

@@ -249,10 +249,13 @@ impl Worker {
             return;
         };
         if !r.deadline.may_act() {
+            // The lease keeper renews it or steps down; until then the takeover waits (a
+            // follower's look tries it again).
             tracing::warn!(
                 epoch,
-                "the lease's deadline passed before the engine could take over"
+                "the lease's deadline passed before the engine could take over; waiting for the next renewal"
             );
+            r.pending = Some(epoch);
             return;
         }
         let built = (r.build)(Some(epoch));
@@ -277,6 +280,12 @@ impl Worker {
                 "leading: the engine is running"
             ),
             Err(e) => tracing::error!(epoch, error = %e, "recovering the operations in flight"),
+        }
+        if let Some(mut f) = self.replica.as_mut().and_then(|r| r.on_lead.take()) {
+            f(self, epoch);
+            if let Some(r) = self.replica.as_mut() {
+                r.on_lead = Some(f);
+            }
         }
     }
 

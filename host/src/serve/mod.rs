@@ -23,7 +23,7 @@ pub use tls::{TlsAcceptor, TlsFiles};
 use crate::api::{self, ApiState, Auth};
 use crate::daemon::{
     BuildEngine, Daemon, FleetClock, FleetEngine, LeaseKeeper, LeaseTiming, Measurements,
-    MemberBinding, Providers, Replica, ReplicaStatus, StepWrites, Transition, LEADER_URL,
+    MemberBinding, OnLead, Providers, Replica, ReplicaStatus, StepWrites, Transition, LEADER_URL,
 };
 use crate::providers::aks::AksProvider;
 use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
@@ -528,13 +528,6 @@ fn open_replica(
     };
     let mut build = build;
     let engine = build(None).map_err(|e| format!("following the fleet in the database: {e}"))?;
-    let daemon = Arc::new(Daemon::spawn_replica(
-        engine,
-        clock,
-        providers.clone(),
-        measurements(config)?,
-        Some(Replica::new(deadline.clone(), build)),
-    ));
     let url = config.public_url.clone().unwrap_or_else(|| {
         let scheme = if config.tls.is_some() {
             "https"
@@ -543,6 +536,37 @@ fn open_replica(
         };
         format!("{scheme}://{addr}")
     });
+    // Each time it takes the lead: where clients reach it, the module it runs, and the fleet
+    // file's clusters (registered once per version of the file).
+    let on_lead: OnLead = {
+        let (file, simulated) = (fleet_file.clone(), simulated.clone());
+        let (module_hash, holder, url) = (module_hash.clone(), holder.clone(), url.clone());
+        Box::new(move |w, epoch| {
+            if !w.acting() {
+                return;
+            }
+            let leader = serde_json::json!({"holder": holder, "epoch": epoch, "url": url});
+            let store = w.engine().store();
+            let wrote = store
+                .set_meta(meta::MODULE_HASH, &module_hash)
+                .and_then(|()| store.set_meta(LEADER_URL, &leader.to_string()));
+            if let Err(e) = wrote {
+                tracing::warn!(error = %e, "recording the leader");
+            }
+            if let Some((file, text)) = &file {
+                if let Err(e) = register_fleet(w, file, text, &simulated) {
+                    tracing::error!(error = %e, "registering the fleet file");
+                }
+            }
+        })
+    };
+    let daemon = Arc::new(Daemon::spawn_replica(
+        engine,
+        clock,
+        providers.clone(),
+        measurements(config)?,
+        Some(Replica::new(deadline.clone(), build).on_lead(on_lead)),
+    ));
     let status = Arc::new(ReplicaStatus::new(&holder, Some(url.clone())));
     let webhooks = Arc::new(crate::webhooks::service::handle(
         &config.webhooks,
@@ -555,32 +579,9 @@ fn open_replica(
         let settings = config.webhooks.clone();
         let origin = origin(config);
         let pg_url = pg.url.clone();
-        let holder = holder.clone();
-        let module_hash = module_hash.clone();
         Box::new(move |t| match t {
             Transition::Lead { epoch } => {
-                let file = fleet_file.clone();
-                let simulated = simulated.clone();
-                let (module_hash, holder, url) = (module_hash.clone(), holder.clone(), url.clone());
-                let _ = daemon.post(move |w| {
-                    w.lead(epoch);
-                    if !w.acting() {
-                        return;
-                    }
-                    let leader = serde_json::json!({"holder": holder, "epoch": epoch, "url": url});
-                    let store = w.engine().store();
-                    let wrote = store
-                        .set_meta(meta::MODULE_HASH, &module_hash)
-                        .and_then(|()| store.set_meta(LEADER_URL, &leader.to_string()));
-                    if let Err(e) = wrote {
-                        tracing::warn!(error = %e, "recording the leader");
-                    }
-                    if let Some((file, text)) = file {
-                        if let Err(e) = register_fleet(w, &file, &text, &simulated) {
-                            tracing::error!(error = %e, "registering the fleet file");
-                        }
-                    }
-                });
+                let _ = daemon.post(move |w| w.lead(epoch));
                 // Events out, from this leader: a driver of its own over the database.
                 let started =
                     PgReader::open(&pg_url)
