@@ -487,4 +487,37 @@ fn a_postgres_store_takes_its_password_from_a_secret_and_refuses_one_in_the_url(
     let parsed: postgres::Config = pg.url.parse().unwrap();
     assert_eq!(parsed.get_password(), Some(&b"s3cr et'"[..]));
     assert_eq!(pg.holder, None);
+
+    // TLS: libpq's sslmode values; the authorities in caFile (a file that exists) or the
+    // url's sslrootcert, not both.
+    let e = refused("store: {type: postgres, url: \"host=db sslmode=strict\"}\n");
+    assert!(e.starts_with("store.url: sslmode: \"strict\""), "{e}");
+    let e = refused("store: {type: postgres, url: \"host=db\", caFile: /nonexistent/ca.pem}\n");
+    assert!(e.starts_with("store.caFile: /nonexistent/ca.pem"), "{e}");
+    std::fs::write(dir.path().join("ca.pem"), "").unwrap();
+    let ca = dir.path().join("ca.pem");
+    let e = refused(&format!(
+        "store: {{type: postgres, url: \"host=db sslrootcert=/x.pem\", caFile: {}}}\n",
+        ca.display()
+    ));
+    assert!(
+        e.starts_with("store.caFile: the url names sslrootcert"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "store: {{type: sqlite, caFile: {}}}\n",
+        ca.display()
+    ));
+    assert!(e.contains("settings of type: postgres"), "{e}");
+    let tls = format!(
+        "store: {{type: postgres, url: \"postgresql://w@db/w?sslmode=verify-full\", caFile: {}}}\n",
+        ca.display()
+    );
+    let c = ServeConfig::resolve(Some(&write(&dir, &tls)), Overrides::default()).unwrap();
+    let StoreChoice::Postgres(pg) = &c.store else {
+        panic!("not postgres")
+    };
+    let target = waverun_host::store::pg_tls::parse(&pg.url).unwrap();
+    assert_eq!(target.root_cert.as_deref(), Some(ca.as_path()));
+    assert_eq!(target.mode, waverun_host::store::pg_tls::SslMode::Require);
 }

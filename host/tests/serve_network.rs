@@ -6,99 +6,19 @@
 
 mod http_support;
 mod runtime_support;
+mod tls_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tls_support::test_ca;
 
 const TOKEN: &str = "a-test-token-that-is-long-enough-0123456789";
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_waverun")
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A certificate authority `NAME-ca.pem` and a server certificate for 127.0.0.1 and
-/// localhost signed by it: `NAME-server.pem`, `NAME-server.key`.
-fn test_ca(dir: &Path, name: &str) {
-    let ca = format!("{name}-ca");
-    let server = format!("{name}-server");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{ca}.key"),
-            "-out",
-            &format!("{ca}.pem"),
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=waverun test CA {name}"),
-        ],
-    );
-    std::fs::write(
-        dir.join(format!("{server}.ext")),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{server}.key"),
-            "-out",
-            &format!("{server}.csr"),
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{server}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &format!("{server}.pem"),
-            "-days",
-            "2",
-            "-extfile",
-            &format!("{server}.ext"),
-        ],
-    );
 }
 
 /// Makes `NAME-server.pem` and `.key` the daemon's `tls.pem` and `tls.key`, each replaced in

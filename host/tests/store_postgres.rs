@@ -7,6 +7,7 @@
 
 mod pg_support;
 mod store_support;
+mod tls_support;
 
 use pg_support::Postgres;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -362,4 +363,61 @@ fn store_migrate_copies_a_sqlite_fleet_whole_and_refuses_a_database_that_holds_o
         stderr.contains("already holds a fleet") || stderr.contains("is led by"),
         "{stderr}"
     );
+}
+
+/// Whether the session of `url` is encrypted, as the server sees it.
+fn encrypted(url: &str) -> bool {
+    let mut c = waverun_host::store::pg_connect(url).unwrap();
+    c.query_one(
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+#[test]
+fn the_store_speaks_tls_to_postgresql_and_refuses_a_certificate_it_cannot_check() {
+    let certs = tempfile::tempdir().unwrap();
+    tls_support::test_ca(certs.path(), "db");
+    tls_support::test_ca(certs.path(), "other");
+    let pg = Postgres::start_tls(
+        &certs.path().join("db-server.pem"),
+        &certs.path().join("db-server.key"),
+    );
+    let url = database(&pg);
+    let ca = certs.path().join("db-ca.pem");
+    let other = certs.path().join("other-ca.pem");
+
+    // verify-full with the server's authority: the store opens (migrates, takes the lease)
+    // over TLS.
+    let verified = format!("{url} sslmode=verify-full sslrootcert='{}'", ca.display());
+    let mut store = PgStore::open(&verified, lease("a", 5_000)).unwrap();
+    assert!(matches!(store.acquire().unwrap(), LeaseState::Held { .. }));
+    assert!(encrypted(&verified), "verify-full is encrypted");
+    // prefer (the default) with an authority: TLS; without one: plain, never unchecked.
+    assert!(encrypted(&format!("{url} sslrootcert='{}'", ca.display())));
+    assert!(!encrypted(&url), "no authority named: plain");
+
+    // Another authority: no connection, and the error says why.
+    let wrong = format!("{url} sslmode=require sslrootcert='{}'", other.display());
+    let e = PgStore::open(&wrong, lease("b", 5_000))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("connecting to PostgreSQL"), "{e}");
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+
+    // A server without TLS: require refuses it.
+    let plain = server();
+    let plain_url = format!(
+        "{} sslmode=require sslrootcert='{}'",
+        database(&plain),
+        ca.display()
+    );
+    let e = PgStore::open(&plain_url, lease("c", 5_000))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("connecting to PostgreSQL"), "{e}");
 }

@@ -94,7 +94,7 @@ impl Db {
         url: &str,
     ) -> Result<&'a mut postgres::Client, ProviderError> {
         if client.as_ref().is_none_or(postgres::Client::is_closed) {
-            *client = Some(postgres::Client::connect(url, postgres::NoTls).map_err(db)?);
+            *client = Some(crate::store::pg_connect(url).map_err(db)?);
         }
         Ok(client.as_mut().expect("connected above"))
     }

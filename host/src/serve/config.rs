@@ -100,6 +100,11 @@ pub struct StoreFile {
     /// once it has expired.
     #[serde(default)]
     pub lease_seconds: Option<f64>,
+    /// The certificate authorities (PEM) PostgreSQL's certificate is checked against: TLS is
+    /// then used whenever the server offers it, and with `sslmode=require` in the URL always
+    /// (libpq's `sslrootcert`; without it, `require` checks against the system's bundle).
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// Where the fleet's state lives, resolved.
@@ -144,8 +149,9 @@ impl StoreFile {
                     || self.password_from.is_some()
                     || self.holder.is_some()
                     || self.lease_seconds.is_some()
+                    || self.ca_file.is_some()
                 {
-                    return Err("store: url, passwordFrom, holder and leaseSeconds are settings of type: postgres".to_string());
+                    return Err("store: url, passwordFrom, holder, leaseSeconds and caFile are settings of type: postgres".to_string());
                 }
                 Ok(StoreChoice::Sqlite)
             }
@@ -159,9 +165,24 @@ impl StoreFile {
                      postgresql://waverun@db.example:5432/waverun"
                             .to_string()
                     })?;
-                let parsed: postgres::Config = url.parse().map_err(|e| {
+                let target =
+                    crate::store::pg_tls::parse(&url).map_err(|e| format!("store.url: {e}"))?;
+                let parsed: postgres::Config = target.rest.parse().map_err(|e| {
                     format!("store.url: not a PostgreSQL URL or connection string ({e})")
                 })?;
+                let url = match &self.ca_file {
+                    None => url,
+                    Some(_) if target.root_cert.is_some() => {
+                        return Err("store.caFile: the url names sslrootcert already; give \
+                                    the authorities in one place"
+                            .to_string())
+                    }
+                    Some(f) => {
+                        std::fs::metadata(f)
+                            .map_err(|e| format!("store.caFile: {}: {e}", f.display()))?;
+                        with_param(&url, "sslrootcert", &f.to_string_lossy())
+                    }
+                };
                 if parsed.get_password().is_some() {
                     return Err("store.url: holds a password; put it in store.passwordFrom \
                                 ({fromEnv: NAME} or {fromFile: PATH}) so that it never sits in \
@@ -210,8 +231,14 @@ impl StoreFile {
 /// `url` with `password` added: as a query parameter of a URL, as a `password=` pair of a
 /// connection string.
 fn with_password(url: &str, password: &str) -> String {
+    with_param(url, "password", password)
+}
+
+/// `url` with `key` set to `value`: a query parameter of a URL (percent-encoded), a quoted
+/// pair of a libpq string.
+fn with_param(url: &str, key: &str, value: &str) -> String {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let encoded: String = password
+        let encoded: String = value
             .bytes()
             .map(|b| match b {
                 b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -221,10 +248,10 @@ fn with_password(url: &str, password: &str) -> String {
             })
             .collect();
         let sep = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{sep}password={encoded}")
+        format!("{url}{sep}{key}={encoded}")
     } else {
-        let quoted = password.replace('\\', "\\\\").replace('\'', "\\'");
-        format!("{url} password='{quoted}'")
+        let quoted = value.replace('\\', "\\\\").replace('\'', "\\'");
+        format!("{url} {key}='{quoted}'")
     }
 }
 

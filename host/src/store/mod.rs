@@ -18,12 +18,15 @@
 pub mod backup;
 pub mod check;
 pub mod migrate;
+pub mod pg_tls;
 mod postgres;
 mod schema;
 mod sqlite;
 mod view;
 
-pub use postgres::{ActingDeadline, Cell, LeaseConfig, LeaseState, PgReader, PgStore, Rows};
+pub use postgres::{
+    connect as pg_connect, ActingDeadline, Cell, LeaseConfig, LeaseState, PgReader, PgStore, Rows,
+};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteReader, SqliteStore};
 pub use view::{FollowerView, OpenReader};

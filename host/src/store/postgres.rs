@@ -296,21 +296,35 @@ impl Conn {
     }
 }
 
-fn connect(url: &str) -> Result<Client, StoreError> {
+/// A client of the database at `url` (a URL or a libpq connection string, its TLS settings
+/// read as [`super::pg_tls`] says), with a connect timeout and TCP keepalives.
+pub fn connect(url: &str) -> Result<Client, StoreError> {
     let failed = |e: postgres::Error| {
-        StoreError::Database(format!(
-            "connecting to PostgreSQL: {}",
-            e.as_db_error()
-                .map_or_else(|| e.to_string(), |d| d.message().to_string())
-        ))
+        let mut why = e
+            .as_db_error()
+            .map_or_else(|| e.to_string(), |d| d.message().to_string());
+        // The cause under a handshake or I/O error (an unknown issuer, a refused connection).
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            why = format!("{why}: {s}");
+            source = s.source();
+        }
+        StoreError::Database(format!("connecting to PostgreSQL: {why}"))
     };
-    let mut config: postgres::Config = url.parse().map_err(failed)?;
+    let target = super::pg_tls::parse(url)
+        .map_err(|e| StoreError::Database(format!("the connection string: {e}")))?;
+    let mut config: postgres::Config = target.rest.parse().map_err(failed)?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     config.keepalives(true);
     config.keepalives_idle(Duration::from_secs(10));
-    config.connect(NoTls).map_err(failed)
+    match super::pg_tls::client_config(&target)? {
+        None => config.connect(NoTls).map_err(failed),
+        Some(tls) => config
+            .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
+            .map_err(failed),
+    }
 }
 
 impl PgStore {
@@ -327,9 +341,15 @@ impl PgStore {
     /// Its sessions end a transaction left idle for a third of the TTL: a writer paused in
     /// the middle of one (`SIGSTOP`, a stalled VM) holds the lease row `FOR SHARE`, and would
     /// otherwise keep every other replica from taking over until it woke.
+    ///
+    /// Its sessions are named `waverun:HOLDER` (`application_name`, in `pg_stat_activity`): an
+    /// operator sees which replica holds which session.
     pub fn connect(url: &str, lease: LeaseConfig) -> Result<PgStore, StoreError> {
         let idle_ms = (lease.ttl.as_millis() / 3).max(100);
-        let session = format!("SET idle_in_transaction_session_timeout = {idle_ms}");
+        let name = format!("waverun:{}", lease.holder).replace('\'', "''");
+        let session = format!(
+            "SET idle_in_transaction_session_timeout = {idle_ms}; SET application_name = '{name}'"
+        );
         Ok(PgStore {
             conn: Conn::open(url, session)?,
             lease,
@@ -592,7 +612,7 @@ impl PgReader {
     /// A read connection to the database at `url`.
     pub fn open(url: &str) -> Result<PgReader, StoreError> {
         Ok(PgReader {
-            conn: Conn::open(url, String::new())?,
+            conn: Conn::open(url, "SET application_name = 'waverun reader'".to_string())?,
         })
     }
 }

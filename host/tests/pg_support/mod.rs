@@ -12,6 +12,8 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     bin: PathBuf,
     pub port: u16,
+    /// Serves TLS (`ssl=on`) with the certificate and key in its directory.
+    tls: bool,
 }
 
 /// The directory of `initdb`, `pg_ctl` and `postgres`: on the PATH, else Debian's newest.
@@ -71,6 +73,16 @@ fn free_port() -> u16 {
 impl Postgres {
     /// initdb, then start and wait until it accepts connections.
     pub fn start() -> Postgres {
+        Postgres::start_with(None)
+    }
+
+    /// As [`Postgres::start`], serving TLS too (plain connections are still accepted) with
+    /// the certificate `cert` and its key `key` (PEM files, copied).
+    pub fn start_tls(cert: &Path, key: &Path) -> Postgres {
+        Postgres::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&Path, &Path)>) -> Postgres {
         let bin = bindir();
         let dir = tempfile::Builder::new()
             .prefix("waverun-pg-")
@@ -84,6 +96,23 @@ impl Postgres {
                 .unwrap()
                 .success();
             assert!(ok, "chown of {} to postgres", dir.path().display());
+        }
+        if let Some((cert, key)) = tls {
+            for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
+                let to = dir.path().join(to);
+                std::fs::copy(from, &to).unwrap();
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+                if is_root() {
+                    let ok = Command::new("chown")
+                        .arg("postgres:postgres")
+                        .arg(&to)
+                        .status()
+                        .unwrap()
+                        .success();
+                    assert!(ok, "chown of {} to postgres", to.display());
+                }
+            }
         }
         let data = dir.path().join("data");
         let data_s = data.to_str().unwrap().to_string();
@@ -108,7 +137,12 @@ impl Postgres {
             String::from_utf8_lossy(&out.stderr)
         );
         let port = free_port();
-        let pg = Postgres { dir, bin, port };
+        let pg = Postgres {
+            dir,
+            bin,
+            port,
+            tls: tls.is_some(),
+        };
         pg.pg_ctl_start();
         pg
     }
@@ -118,11 +152,17 @@ impl Postgres {
     }
 
     fn pg_ctl_start(&self) {
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -h 127.0.0.1 -k {} -c fsync=on -c max_connections=200",
             self.port,
             self.dir.path().display()
         );
+        if self.tls {
+            let d = self.dir.path().display();
+            opts += &format!(
+                " -c ssl=on -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key"
+            );
+        }
         let log = self.dir.path().join("server.log");
         let out = run(
             &self.bin,
@@ -165,6 +205,11 @@ impl Postgres {
             "host=127.0.0.1 port={} user=waverun dbname={db} connect_timeout=10",
             self.port
         )
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
     /// Creates database `db`.
