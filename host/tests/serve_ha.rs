@@ -2,9 +2,11 @@
 //! one private PostgreSQL server (Debian's, started by the test), a 200-member run on the
 //! simulated provider (whose record of upgrades lives in the same database, so every replica
 //! sees the same clusters), and the leader dies again and again — `kill -9`, and `SIGSTOP`
-//! past its lease then `SIGCONT`. Each time another replica takes over; the run completes;
+//! past its lease then `SIGCONT`, its sessions ended by `pg_terminate_backend`, PostgreSQL
+//! itself restarted. Each time a replica leads again; the run completes;
 //! the simulated platform saw exactly one upgrade per member; the approval given before a
-//! failover is kept; a follower refuses changes with 503 and the leader's address.
+//! failover is kept; a live stream on the followers sees every event once, in order; a
+//! follower refuses changes with 503 and the leader's address.
 
 mod http_support;
 mod pg_support;
@@ -15,7 +17,10 @@ use http_support::Client;
 use pg_support::Postgres;
 use process_support::Life;
 use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const MEMBERS: usize = 200;
@@ -52,12 +57,130 @@ fn fleet_file(dir: &Path) -> PathBuf {
     path
 }
 
+/// The faults played on the leader, one after the other while the run goes on.
+const FAULTS: [&str; 5] = [
+    "kill -9",
+    "pg_terminate_backend",
+    "kill -9",
+    "SIGSTOP",
+    "restart PostgreSQL",
+];
+
 struct Replicas {
     dir: PathBuf,
     fleet: PathBuf,
     url: String,
     lives: Vec<Option<Life>>,
+    /// Each live replica's root URL, for the stream's thread.
+    bases: Arc<Mutex<Vec<Option<String>>>>,
     started: usize,
+}
+
+/// Whether `/readyz` says this replica leads (`leader HOLDER (epoch N)`), or follows
+/// (`follower HOLDER (leader ..., epoch N)`).
+fn leads(readyz: &str) -> bool {
+    readyz.lines().any(|l| l.starts_with("leader "))
+}
+
+fn follows(readyz: &str) -> bool {
+    readyz.lines().any(|l| l.starts_with("follower "))
+}
+
+/// What the followers' live stream saw.
+#[derive(Clone, Debug, Default)]
+struct Streamed {
+    /// The last event id read (each one the one after the one before).
+    last: u64,
+    /// Streams opened (one per follower it read from).
+    connections: u64,
+    /// What broke the order, if anything did.
+    broken: Option<String>,
+}
+
+/// A client of `/events` (SSE) that only reads from followers and resumes with
+/// Last-Event-ID on another follower when its replica goes away.
+struct Stream {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Streamed>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Stream {
+    fn start(bases: Arc<Mutex<Vec<Option<String>>>>) -> Stream {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Streamed::default()));
+        let (stop2, seen2) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            let short: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(2)))
+                .build()
+                .into();
+            // A paused replica's stream goes quiet: it is left after a few seconds.
+            let long: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_recv_body(Some(Duration::from_secs(5)))
+                .build()
+                .into();
+            while !stop2.load(Ordering::Relaxed) {
+                let roots: Vec<String> = bases.lock().unwrap().iter().flatten().cloned().collect();
+                let follower = roots.into_iter().find(|root| {
+                    short
+                        .get(format!("{root}/readyz"))
+                        .call()
+                        .ok()
+                        .and_then(|mut r| r.body_mut().read_to_string().ok())
+                        .is_some_and(|t| follows(&t))
+                });
+                let Some(root) = follower else {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                };
+                let last = seen2.lock().unwrap().last;
+                let resp = long
+                    .get(format!("{root}/api/v1/fleets/default/events"))
+                    .header("accept", "text/event-stream")
+                    .header("last-event-id", last.to_string())
+                    .call();
+                let Ok(resp) = resp else { continue };
+                if resp.status() != 200 {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                seen2.lock().unwrap().connections += 1;
+                let lines = BufReader::new(resp.into_body().into_reader()).lines();
+                for line in lines {
+                    let Ok(line) = line else { break };
+                    if stop2.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Some(id) = line.strip_prefix("id: ") else {
+                        continue;
+                    };
+                    let id: u64 = id.trim().parse().unwrap();
+                    let mut s = seen2.lock().unwrap();
+                    if id != s.last + 1 && s.broken.is_none() {
+                        s.broken = Some(format!("event {id} came after {}", s.last));
+                    }
+                    s.last = s.last.max(id);
+                }
+            }
+        });
+        Stream { stop, seen, thread }
+    }
+
+    /// Waits (up to a minute) for the stream to reach event `last`, then stops it.
+    fn finish(self, last: u64) -> Streamed {
+        let end = Instant::now() + Duration::from_secs(60);
+        while self.seen.lock().unwrap().last < last && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("the stream's thread");
+        let s = self.seen.lock().unwrap().clone();
+        assert!(s.broken.is_none(), "the followers' stream: {:?}", s.broken);
+        s
+    }
 }
 
 impl Replicas {
@@ -84,6 +207,8 @@ impl Replicas {
             .join(format!("replica-{i}-life-{}.log", self.started));
         let life = Life::start(&args, &[], &log);
         assert!(life.ready(60), "replica {i} never got ready");
+        let root = life.api.base.split("/api/").next().unwrap().to_string();
+        self.bases.lock().unwrap()[i] = Some(root);
         self.lives[i] = Some(life);
     }
 
@@ -99,7 +224,7 @@ impl Replicas {
         while Instant::now() < end {
             for (i, l) in self.lives.iter().enumerate() {
                 if let Some(l) = l {
-                    if Self::readyz(l).contains("leader replica-") {
+                    if leads(&Self::readyz(l)) {
                         return Some(i);
                     }
                 }
@@ -122,7 +247,6 @@ fn run_state(api: &Client) -> Option<String> {
 }
 
 #[test]
-#[ignore = "issue 25, open: under CI's parallel load the run once stalled after a failover (it passed alone); run with --ignored while it is being fixed"]
 fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() {
     let dir = tempfile::tempdir().unwrap();
     let pg = Postgres::start();
@@ -132,6 +256,7 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
         fleet: fleet_file(dir.path()),
         url: url.clone(),
         lives: vec![None, None, None],
+        bases: Arc::new(Mutex::new(vec![None, None, None])),
         started: 0,
     };
     for i in 0..3 {
@@ -194,8 +319,12 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
         "a follower does not show the run"
     );
 
-    let mut leader = leader;
-    let mut failovers = Vec::new();
+    // A live stream on the followers, as a dashboard would hold it: it reconnects to a
+    // follower with Last-Event-ID whenever its replica goes away, and must see every event
+    // once, in order.
+    let stream = Stream::start(r.bases.clone());
+
+    let mut failovers: Vec<(&str, Duration)> = Vec::new();
     let mut approved = false;
     let mut round = 0;
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -204,6 +333,9 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
             Instant::now() < deadline,
             "the run did not complete in 10 minutes"
         );
+        // The leader may change by itself too (a lease not renewed in time under load): the
+        // approval and the next fault go to whoever leads now.
+        let leader = r.leader(60).expect("a replica leads");
         let api = r.api(leader);
         if !approved {
             let gates = api.get("/gates?$filter=state%20eq%20Pending", None);
@@ -221,20 +353,49 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
         if run_state(api).as_deref() == Some("Completed") {
             break;
         }
-        if round < 4 {
-            std::thread::sleep(Duration::from_millis(700));
-            let began = Instant::now();
-            if round == 3 {
+        if round >= FAULTS.len() {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        let fault = FAULTS[round];
+        let began = Instant::now();
+        match fault {
+            "kill -9" => {
+                r.bases.lock().unwrap()[leader] = None;
+                r.lives[leader].take().unwrap().kill();
+                r.leader(60).expect("another replica takes over");
+                failovers.push((fault, began.elapsed()));
+                r.start(leader);
+            }
+            "pg_terminate_backend" => {
+                // Every session of the leader's writer and lease keeper ends at once.
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                let ended = c
+                    .query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE application_name = $1",
+                        &[&format!("waverun:replica-{leader}")],
+                    )
+                    .unwrap()
+                    .len();
+                assert!(
+                    ended >= 2,
+                    "the leader's writer and keeper: {ended} sessions"
+                );
+                r.leader(60).expect("a replica leads again");
+                failovers.push((fault, began.elapsed()));
+            }
+            "SIGSTOP" => {
                 // Paused past its lease: another replica takes over meanwhile, and the
                 // paused one, woken, steps down before anything else.
                 let pid = r.lives[leader].as_ref().unwrap().child.id() as i32;
                 // SAFETY: kill(2) signals the child this test started.
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
                 let next = loop {
-                    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-                    let found = others.iter().copied().find(|i| {
-                        Replicas::readyz(r.lives[*i].as_ref().unwrap()).contains("leader replica-")
-                    });
+                    let found = (0..3)
+                        .filter(|i| *i != leader)
+                        .find(|i| leads(&Replicas::readyz(r.lives[*i].as_ref().unwrap())));
                     if let Some(n) = found {
                         break n;
                     }
@@ -244,31 +405,31 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
                     );
                     std::thread::sleep(Duration::from_millis(50));
                 };
-                failovers.push(began.elapsed());
+                failovers.push((fault, began.elapsed()));
                 std::thread::sleep(Duration::from_millis((LEASE_SECONDS * 1000.0) as u64));
+                // SAFETY: as above.
                 unsafe { libc::kill(pid, libc::SIGCONT) };
                 std::thread::sleep(Duration::from_millis(500));
                 let woke = Replicas::readyz(r.lives[leader].as_ref().unwrap());
-                assert!(woke.contains("follower"), "the woken replica says {woke:?}");
-                leader = next;
-            } else {
-                r.lives[leader].take().unwrap().kill();
-                let next = r.leader(60).expect("another replica takes over");
-                failovers.push(began.elapsed());
-                let old = leader;
-                leader = next;
-                r.start(old);
+                assert!(follows(&woke), "the woken replica says {woke:?}");
+                assert_ne!(next, leader);
             }
-            round += 1;
-        } else {
-            std::thread::sleep(Duration::from_millis(200));
+            "restart PostgreSQL" => {
+                pg.restart();
+                r.leader(60).expect("a replica leads after the restart");
+                failovers.push((fault, began.elapsed()));
+            }
+            other => unreachable!("{other}"),
         }
+        round += 1;
     }
     assert!(approved, "the approval gate was never seen pending");
     assert_eq!(
-        round, 4,
-        "the run completed before every failover was played"
+        round,
+        FAULTS.len(),
+        "the run completed before every fault was played"
     );
+    assert!(approved, "the approval gate was never seen pending");
 
     // Exactly one upgrade per member, by the simulated platform's own record.
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
@@ -293,6 +454,22 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
     for (i, s) in seqs.iter().enumerate() {
         assert_eq!(*s, i as i64 + 1, "the event log has a gap");
     }
-    let ms: Vec<u128> = failovers.iter().map(|d| d.as_millis()).collect();
-    eprintln!("failovers (ms, lease {LEASE_SECONDS} s): {ms:?}");
+    // The followers' stream saw all of it, once and in order (checked as it read).
+    let last = *seqs.last().unwrap() as u64;
+    let streamed = stream.finish(last);
+    assert_eq!(
+        streamed.last, last,
+        "the stream stopped at {}",
+        streamed.last
+    );
+    assert!(
+        streamed.connections >= 1,
+        "the stream never reached a follower"
+    );
+    // Each fault: a leader again within 2 × TTL (measured here with the polling's slack).
+    let ms: Vec<(&str, u128)> = failovers.iter().map(|(f, d)| (*f, d.as_millis())).collect();
+    eprintln!(
+        "failovers (ms, lease {LEASE_SECONDS} s): {ms:?}; the stream reconnected {} times",
+        streamed.connections
+    );
 }
