@@ -11,20 +11,29 @@ export class ApiError extends Error {
   /**
    * @param {number} status
    * @param {import("../types").Problem} problem
+   * @param {string} [leader] a follower's `x-waverun-leader`: where the leader is reached
    */
-  constructor(status, problem) {
+  constructor(status, problem, leader = "") {
     super(problem.detail || problem.title || `HTTP ${status}`);
     this.name = "ApiError";
     this.status = status;
     this.code = problem.code ?? "";
     this.target = problem.target ?? "";
     this.title = problem.title ?? "";
+    this.leader = leader;
   }
 
   /** What to tell a person: what was refused, why, and what to do. */
   explain() {
     if (this.status === 401) return `Not signed in: ${this.message}. Sign in again with a valid token.`;
     if (this.status === 403) return `Not allowed (403): ${this.message}`;
+    if (this.code === "NotLeader") {
+      // A browser cannot send the change to another origin for this page (the token and the
+      // page stay with this replica): it is shown where to make it instead.
+      return this.leader
+        ? `This replica follows; changes are made on the leader, ${this.leader} (open the portal there).`
+        : "This replica follows and no leader is known yet (a failover is under way): try again in a few seconds.";
+    }
     if (this.status === 412) {
       return "It changed since this page read it (its ETag no longer matches).";
     }
@@ -101,7 +110,9 @@ export class Api {
         body = { detail: text };
       }
     }
-    if (!res.ok) throw new ApiError(res.status, body ?? { title: res.statusText });
+    if (!res.ok) {
+      throw new ApiError(res.status, body ?? { title: res.statusText }, res.headers.get("x-waverun-leader") ?? "");
+    }
     return { body, etag: res.headers.get("ETag") ?? "", status: res.status };
   }
 

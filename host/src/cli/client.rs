@@ -111,6 +111,36 @@ pub enum Precondition {
     Absent,
 }
 
+/// How long a change is tried again while the replica asked follows and no leader is known
+/// yet (a failover under way): a few leases.
+pub const FOLLOW_LEADER_FOR: Duration = Duration::from_secs(30);
+
+/// What one request came back with.
+enum Sent {
+    Reply(Reply),
+    /// Not 2xx: the problem document, and what a follower says of the leader.
+    Refused {
+        status: u16,
+        body: Value,
+        /// `x-waverun-leader`: the leader's base URL.
+        leader: Option<String>,
+        /// `Retry-After`, clamped to 1..5 s.
+        retry_after: Duration,
+    },
+}
+
+/// The URL `url` (sent to `server`) as the leader at `leader` serves it: the same path under
+/// the leader's base URL. `None` when `leader` is not an http(s) URL or `url` is not under
+/// `server`.
+pub fn leader_url(server: &str, url: &str, leader: &str) -> Option<String> {
+    let leader = leader.trim().trim_end_matches('/');
+    if !(leader.starts_with("http://") || leader.starts_with("https://")) {
+        return None;
+    }
+    let rest = url.strip_prefix(server.trim_end_matches('/'))?;
+    Some(format!("{leader}{rest}"))
+}
+
 /// The API of one fleet on one server.
 pub struct Client {
     server: String,
@@ -200,6 +230,10 @@ impl Client {
         self.request("GET", url, None, Precondition::None)
     }
 
+    /// Sends a request; a replica that follows answers a change 503 `NotLeader` with the
+    /// leader's address (`x-waverun-leader`): the same request goes there instead, and while no
+    /// leader is known (a failover under way) it is asked again after `Retry-After`, for up to
+    /// [`FOLLOW_LEADER_FOR`].
     fn request(
         &self,
         method: &str,
@@ -207,6 +241,47 @@ impl Client {
         body: Option<&Value>,
         pre: Precondition,
     ) -> Result<Reply, CliError> {
+        let began = std::time::Instant::now();
+        let mut url = url.to_string();
+        loop {
+            let sent = self.send(method, &url, body, &pre)?;
+            let (status, parsed, leader, retry_after) = match sent {
+                Sent::Reply(r) => return Ok(r),
+                Sent::Refused {
+                    status,
+                    body,
+                    leader,
+                    retry_after,
+                } => (status, body, leader, retry_after),
+            };
+            let not_leader =
+                status == 503 && parsed.get("code").and_then(Value::as_str) == Some("NotLeader");
+            if !not_leader || began.elapsed() >= FOLLOW_LEADER_FOR {
+                return Err(problem(status, &parsed));
+            }
+            match leader
+                .as_deref()
+                .and_then(|l| leader_url(&self.server, &url, l))
+            {
+                Some(at) if at != url => {
+                    if VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                        eprintln!("{url}: this replica follows; asking the leader at {at}");
+                    }
+                    url = at;
+                }
+                _ => std::thread::sleep(retry_after),
+            }
+        }
+    }
+
+    /// One request and its answer, as it came.
+    fn send(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&Value>,
+        pre: &Precondition,
+    ) -> Result<Sent, CliError> {
         let mut req = ureq::http::Request::builder()
             .method(method)
             .uri(url)
@@ -214,7 +289,7 @@ impl Client {
         if let Some(t) = &self.token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
-        req = match &pre {
+        req = match pre {
             Precondition::None => req,
             Precondition::Match(e) => req.header("if-match", e),
             Precondition::Absent => req.header("if-none-match", "*"),
@@ -239,11 +314,19 @@ impl Client {
                 began.elapsed().as_millis()
             );
         }
-        let etag = resp
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let etag = header("etag");
+        let leader = header("x-waverun-leader");
+        let retry_after = header("retry-after")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::from_secs(1), |s| {
+                Duration::from_secs(s.clamp(1, 5))
+            });
         let text = resp
             .body_mut()
             .with_config()
@@ -264,13 +347,18 @@ impl Client {
             })?
         };
         if (200..300).contains(&status) {
-            return Ok(Reply {
+            return Ok(Sent::Reply(Reply {
                 status,
                 etag,
                 body: parsed,
-            });
+            }));
         }
-        Err(problem(status, &parsed))
+        Ok(Sent::Refused {
+            status,
+            body: parsed,
+            leader,
+            retry_after,
+        })
     }
 
     fn connect_error(&self, e: ureq::Error) -> CliError {
@@ -333,7 +421,30 @@ pub fn next_url(server: &str, next: &str) -> Result<String, CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::next_url;
+    use super::{leader_url, next_url};
+
+    #[test]
+    fn a_change_refused_by_a_follower_goes_to_the_same_path_at_the_leader() {
+        assert_eq!(
+            leader_url(
+                "http://10.0.0.2:7700",
+                "http://10.0.0.2:7700/api/v1/fleets/f/updateRuns/r1/start",
+                "https://10.0.0.1:7700/"
+            )
+            .as_deref(),
+            Some("https://10.0.0.1:7700/api/v1/fleets/f/updateRuns/r1/start")
+        );
+        assert_eq!(
+            leader_url("http://a:1", "http://a:1/x", "ftp://b"),
+            None,
+            "only http(s)"
+        );
+        assert_eq!(
+            leader_url("http://a:1", "http://c:1/x", "http://b:1"),
+            None,
+            "a URL not under the server is not rewritten"
+        );
+    }
 
     #[test]
     fn a_relative_next_link_is_under_the_server() {
