@@ -294,14 +294,26 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
     }
 
     let api = r.api(leader);
-    let put = api.call(
-        "PUT",
-        "/updateStrategies/s",
-        None,
-        &[],
-        Some(&strategy.to_string()),
-    );
-    assert_eq!(put.status, 201, "{}", put.body);
+    // The CLI, pointed at the follower, is sent on to the leader.
+    let follower_root = r
+        .api(follower)
+        .base
+        .split("/api/")
+        .next()
+        .unwrap()
+        .to_string();
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_waverun"))
+        .args(["updatestrategy", "create", "-n", "s", "--verbose", "--stages"])
+        .arg(strategy["properties"]["strategy"].to_string())
+        .env("WAVERUN_SERVER", &follower_root)
+        .env_remove("WAVERUN_TOKEN")
+        .env_remove("WAVERUN_FLEET_NAME")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&cli.stderr).to_string();
+    assert!(cli.status.success(), "the CLI via a follower: {said}");
+    assert!(said.contains("asking the leader at"), "{said}");
+    assert_eq!(api.get("/updateStrategies/s", None).status, 200);
     let run = json!({"properties": {
         "updateStrategyId": "/fleets/default/updateStrategies/s",
         "managedClusterUpdate": {"upgrade": {"type": "Full", "kubernetesVersion": "1.34.1"},
