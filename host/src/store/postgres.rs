@@ -268,6 +268,21 @@ struct Conn {
     session: String,
 }
 
+/// The synchronous client's drop runs a runtime of its own to close the connection, which
+/// panics on a thread that drives a Tokio runtime (the API's, where the readers of the API
+/// state end at shutdown): there the client is closed on a thread of its own.
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.get_mut().take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::Builder::new()
+                    .name("waverun-pg-close".to_string())
+                    .spawn(move || drop(client));
+            }
+        }
+    }
+}
+
 impl Conn {
     fn open(url: &str, session: String) -> Result<Conn, StoreError> {
         let c = Conn {
@@ -384,9 +399,46 @@ impl PgStore {
             .ok_or_else(|| StoreError::Database(format!("meta {key:?} vanished")))
     }
 
+    /// Writes the `meta` `entries` if no replica leads (the lease is free, released or
+    /// expired), holding the lease row meanwhile so that none takes it; says whether it did.
+    /// For what every replica must agree on and only a fleet with nobody running may change
+    /// (the clock's scale).
+    pub fn set_meta_while_nobody_leads(
+        &mut self,
+        entries: &[(&str, &str)],
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.conn.get()?;
+        let mut tx = conn.transaction().map_err(db)?;
+        let live = tx
+            .query_opt(
+                "SELECT 1 FROM leader_lease WHERE name = $1 AND expires_at >= now() FOR UPDATE",
+                &[&LEASE],
+            )
+            .map_err(db)?
+            .is_some();
+        if live {
+            return Ok(false);
+        }
+        for (key, value) in entries {
+            tx.execute(
+                "INSERT INTO meta (key, value, epoch) VALUES ($1, $2, 0)
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[key, value],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)?;
+        Ok(true)
+    }
+
     /// Takes the lease when it is free or expired (a new epoch), renews it when it is ours
     /// (the same epoch), or says whose it is. A lease we held and lost is not ours any more:
     /// the epoch moved on, and this store writes nothing until it acquires again.
+    ///
+    /// A lease held under this holder's name by an epoch this store did not take — the same
+    /// replica restarted (a StatefulSet's pod, a service manager's restart) — is taken back
+    /// at once with the next epoch, instead of after its TTL: whatever the earlier process
+    /// might still write is fenced by the epoch. Two live replicas must never share a name.
     pub fn acquire(&mut self) -> Result<LeaseState, StoreError> {
         let ttl_ms = self.lease.ttl.as_millis() as i64;
         let mut conn = self.conn.get()?;
@@ -401,7 +453,7 @@ impl PgStore {
                                   AND leader_lease.epoch = $4
                                   THEN leader_lease.epoch ELSE leader_lease.epoch + 1 END,
                      expires_at = EXCLUDED.expires_at
-                 WHERE (leader_lease.holder = EXCLUDED.holder AND leader_lease.epoch = $4)
+                 WHERE leader_lease.holder = EXCLUDED.holder
                     OR leader_lease.expires_at < now()
                  RETURNING epoch",
                 &[
