@@ -33,7 +33,9 @@ impl FleetClock {
     /// The fleet clock several replicas share (PostgreSQL): the first to start settles its
     /// origin and scale ([`crate::store::PgStore::settle_meta`]), every other reads them. A
     /// replica started at another scale than the fleet's is refused: replicas whose clocks
-    /// disagreed would disagree on when everything is due.
+    /// disagreed would disagree on when everything is due — unless none runs (no replica
+    /// leads): then, as [`FleetClock::resume`] does, the clock goes on from where it had got
+    /// to at the new scale.
     pub fn shared(
         store: &mut crate::store::PgStore,
         scale: f64,
@@ -45,13 +47,27 @@ impl FleetClock {
             &format!("{real_now}:{}", start_ms.unwrap_or(real_now)),
         )?;
         let stored_scale = parse_scale(&store.settle_meta(meta::CLOCK_SCALE, &scale.to_string())?)?;
+        let (mut real, mut fleet) = parse_origin(&origin)?;
         if stored_scale != scale {
-            return Err(StoreError::Invalid(format!(
-                "the fleet's clock runs at time scale {stored_scale}, and this replica was \
-                 started at {scale}: start every replica with --time-scale {stored_scale}"
-            )));
+            // Another scale: as on SQLite, the clock goes on from where the old one had got
+            // to — but only while no replica leads, since one running at the old scale would
+            // disagree on when everything is due.
+            let now = system_ms();
+            let fleet_now = fleet + ((now - real).max(0) as f64 * stored_scale) as i64;
+            let origin = format!("{now}:{fleet_now}");
+            let rebased = store.set_meta_while_nobody_leads(&[
+                (meta::CLOCK_ORIGIN, &origin),
+                (meta::CLOCK_SCALE, &scale.to_string()),
+            ])?;
+            if !rebased {
+                return Err(StoreError::Invalid(format!(
+                    "the fleet's clock runs at time scale {stored_scale}, and this replica was \
+                     started at {scale}: start every replica with --time-scale {stored_scale} \
+                     (another scale takes effect when no replica is running)"
+                )));
+            }
+            (real, fleet) = (now, fleet_now);
         }
-        let (real, fleet) = parse_origin(&origin)?;
         let elapsed = (system_ms() - real).max(0) as f64;
         Ok(FleetClock {
             start: Instant::now(),
