@@ -83,6 +83,21 @@ fi
 echo "== rust tests [${SECONDS}s]"
 cargo test --workspace
 
+# [the daemon suite on PostgreSQL] the same tests of the daemon — API, bad input, crashes, the
+# CLI, the end-to-end run, profiles, the portal — again with every daemon's state on
+# a private PostgreSQL server (tests/postgres-server.sh: initdb into a temporary directory,
+# loopback, a free port; stopped at the end), each daemon in a database of its own
+# (WAVERUN_TEST_POSTGRES, read by host/tests/runtime_support), so the two stores cannot drift.
+echo "== the daemon suite again, on PostgreSQL [${SECONDS}s]"
+PG_SUITE_DIR=$(mktemp -d)
+trap 'tests/postgres-server.sh stop "$PG_SUITE_DIR"' EXIT
+WAVERUN_TEST_POSTGRES=$(tests/postgres-server.sh start "$PG_SUITE_DIR")
+export WAVERUN_TEST_POSTGRES
+cargo test --workspace --test serve_api --test serve_bad_input --test serve_crash \
+  --test cli_client --test serve_e2e --test serve_profiles
+node --test web/test/portal.test.mjs
+unset WAVERUN_TEST_POSTGRES
+
 # [js and python hosts] — the plugin (bindings/plugin, bindings/ABI.md) under hosts nobody here
 # wrote: Node's own WebAssembly API and the wasmtime package from PyPI. Each runs every scenario
 # through the plugin (also with crashes and snapshots) and compares the report with

@@ -401,15 +401,27 @@ fn kill_9_at_50_points_of_a_200_member_run_loses_nothing_and_upgrades_each_membe
         assert_eq!(data.get("member"), logged.get("member"), "event {seq}");
     }
 
-    let db = rusqlite::Connection::open(dir.path().join("data/waverun.db")).unwrap();
-    let mut st = db
-        .prepare("SELECT member, COUNT(*) FROM sim_operations GROUP BY member")
-        .unwrap();
-    let counts: BTreeMap<String, i64> = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    // The simulated platform's own record: in the daemon's database (SQLite, or the
+    // harness's PostgreSQL).
+    const COUNTS: &str = "SELECT member, COUNT(*) FROM sim_operations GROUP BY member";
+    let data = dir.path().join("data");
+    let counts: BTreeMap<String, i64> = match runtime_support::postgres_for(&data) {
+        Some(url) => postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .query(COUNTS, &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect(),
+        None => {
+            let db = rusqlite::Connection::open(data.join("waverun.db")).unwrap();
+            let mut st = db.prepare(COUNTS).unwrap();
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        }
+    };
     assert_eq!(counts.len(), MEMBERS, "every member was upgraded");
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n != 1).collect();
     assert!(

@@ -303,7 +303,14 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
         .unwrap()
         .to_string();
     let cli = std::process::Command::new(env!("CARGO_BIN_EXE_waverun"))
-        .args(["updatestrategy", "create", "-n", "s", "--verbose", "--stages"])
+        .args([
+            "updatestrategy",
+            "create",
+            "-n",
+            "s",
+            "--verbose",
+            "--stages",
+        ])
         .arg(strategy["properties"]["strategy"].to_string())
         .env("WAVERUN_SERVER", &follower_root)
         .env_remove("WAVERUN_TOKEN")

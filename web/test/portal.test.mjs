@@ -64,11 +64,25 @@ async function startDaemon() {
   for (let i = 0; i < 600; i++) {
     if (daemon.exitCode !== null) throw new Error(`the daemon exited: ${logs.join("")}`);
     try {
-      if ((await fetch(`${base}/readyz`)).ok) return;
+      const r = await fetch(`${base}/readyz`);
+      // On the harness's PostgreSQL, a lone replica follows until it has taken the lease.
+      if (r.ok && !(await r.text()).split("\n").some((l) => l.startsWith("follower "))) return;
     } catch { /* not listening yet */ }
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`the daemon was not ready within 60 s: ${logs.join("")}`);
+}
+
+/**
+ * The harness's store switch (tests/run.sh's second pass sets WAVERUN_TEST_POSTGRES): the
+ * daemon keeps its state in a database of its own on that server instead of SQLite.
+ */
+function postgresStore() {
+  const server = process.env.WAVERUN_TEST_POSTGRES;
+  if (!server) return "";
+  const db = `portal_${process.pid}_${Date.now()}`;
+  execFileSync("psql", [server, "-qc", `CREATE DATABASE ${db}`]);
+  return `store: {type: postgres, url: "${server} dbname=${db}", holder: portal}\n`;
 }
 
 before(async () => {
@@ -88,7 +102,7 @@ fleet: portal
 timeScale: 600
 fleetFile: fleet.yaml
 webhooks: {allowLoopback: true, timeoutSeconds: 2}
-tokens:
+${postgresStore()}tokens:
   - {name: alice, role: admin, sha256: ${sha(TOKENS.admin)}}
   - {name: victor, role: viewer, sha256: ${sha(TOKENS.viewer)}}
 `);

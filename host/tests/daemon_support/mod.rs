@@ -82,9 +82,30 @@ impl Daemon {
             module_cache: Some(shared_cache()),
             ..ServeConfig::defaults()
         };
+        if let Some(url) = crate::runtime_support::postgres_for(&config.data_dir) {
+            config.store =
+                waverun_host::serve::StoreChoice::Postgres(waverun_host::serve::PgChoice {
+                    url,
+                    holder: Some("test".to_string()),
+                    lease: std::time::Duration::from_secs(15),
+                });
+        }
         tweak(&mut config);
         let server = Server::start(&config, &ModuleSource::Embedded).expect("the daemon starts");
         let root = format!("http://{}", server.addr());
+        // On PostgreSQL the replica follows until it has taken the lease.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let probe = Client::new(&root);
+        while !crate::runtime_support::takes_changes(
+            probe
+                .get(&format!("{root}/readyz"), None)
+                .body
+                .as_str()
+                .unwrap_or_default(),
+        ) {
+            assert!(std::time::Instant::now() < end, "the daemon never led");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         Daemon {
             client: Client::new(&format!("{root}/api/v1/fleets/default")),
             server: Some(server),

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 pub struct Life {
     pub child: Child,
     pub api: Client,
+    /// Started on the harness's PostgreSQL (`runtime_support::postgres_for`): ready once it
+    /// leads.
+    switched: bool,
 }
 
 impl Life {
@@ -21,9 +24,24 @@ impl Life {
     pub fn start(args: &[&str], env: &[(&str, &str)], log: &Path) -> Life {
         let log_file = std::fs::File::create(log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_waverun"));
-        cmd.arg("serve")
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
+        cmd.arg("serve").args(args);
+        // The harness's store switch (runtime_support::postgres_for), for a daemon whose test
+        // gives no configuration of its own.
+        let data_dir = args
+            .iter()
+            .position(|a| *a == "--data-dir")
+            .and_then(|i| args.get(i + 1));
+        let mut switched = false;
+        if let (Some(dir), false) = (data_dir, args.contains(&"--config")) {
+            if let Some(url) = crate::runtime_support::postgres_for(Path::new(dir)) {
+                let config = PathBuf::from(format!("{dir}.store.json"));
+                let store = json!({"store": {"type": "postgres", "url": url, "holder": "test"}});
+                std::fs::write(&config, store.to_string()).unwrap();
+                cmd.arg("--config").arg(config);
+                switched = true;
+            }
+        }
+        cmd.args(["--listen", "127.0.0.1:0"])
             .env("WAVERUN_CACHE_DIR", crate::runtime_support::shared_cache())
             .env_remove("WAVERUN_FAULT_TRAP_EVERY")
             .stdout(Stdio::piped())
@@ -53,15 +71,21 @@ impl Life {
         Life {
             child,
             api: Client::new(&format!("http://{addr}/api/v1/fleets/default")),
+            switched,
         }
     }
 
-    /// Whether `/readyz` answers 200 within `secs`.
+    /// Whether `/readyz` answers 200 within `secs` (and, on the harness's PostgreSQL, says
+    /// it leads).
     pub fn ready(&self, secs: u64) -> bool {
         let end = Instant::now() + Duration::from_secs(secs);
         let url = self.api.base.split("/api/").next().unwrap().to_string() + "/readyz";
         while Instant::now() < end {
-            if self.api.get(&url, None).status == 200 {
+            let r = self.api.get(&url, None);
+            if r.status == 200
+                && (!self.switched
+                    || crate::runtime_support::takes_changes(r.body.as_str().unwrap_or_default()))
+            {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));

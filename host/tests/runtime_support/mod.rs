@@ -128,3 +128,38 @@ pub fn scenario_files() -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// The test harness's store switch: with `WAVERUN_TEST_POSTGRES` set (a libpq connection
+/// string to a PostgreSQL server's `postgres` database, as `tests/run.sh` sets it for the
+/// daemon suite's second pass), each daemon a test starts keeps its state on that server — in
+/// a database of its data directory's own, made on first use, so a daemon started again on
+/// the same directory finds its fleet — instead of SQLite. `None` when it is not set.
+pub fn postgres_for(data_dir: &Path) -> Option<String> {
+    let server = std::env::var("WAVERUN_TEST_POSTGRES")
+        .ok()
+        .filter(|s| !s.trim().is_empty())?;
+    // FNV-1a of the path: a stable name, the same for every life of one directory.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data_dir.to_string_lossy().bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let name = format!("wt_{h:016x}");
+    let mut c = postgres::Client::connect(&server, postgres::NoTls).unwrap_or_else(|e| {
+        panic!("WAVERUN_TEST_POSTGRES={server:?}: the test server does not answer: {e}")
+    });
+    let exists = c
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .unwrap()
+        .is_some();
+    if !exists {
+        c.batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
+    }
+    Some(format!("{server} dbname={name}"))
+}
+
+/// Whether a daemon's `/readyz` answer says it may take changes: always on SQLite; on
+/// PostgreSQL once it leads (a lone replica takes the lease within moments of starting).
+pub fn takes_changes(readyz: &str) -> bool {
+    !readyz.lines().any(|l| l.starts_with("follower "))
+}
