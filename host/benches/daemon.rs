@@ -19,11 +19,15 @@
 //!    upgrades and ARM requests per second a run of many clusters sustains, with the client's
 //!    default rate limits and with limits at ARM's own;
 //! 10. events out (issue 24): deliveries per second to a fast receiver, and how far behind a
-//!     slow receiver falls while a run moves (the run's own time beside it).
+//!     slow receiver falls while a run moves (the run's own time beside it);
+//! 11. failover (issue 25): three replicas on a private PostgreSQL, the leader `kill -9`ed 20
+//!     times: until another leads, and until it takes a change (median, max);
+//! 12. step commit latency and fsyncs, PostgreSQL against SQLite;
+//! 13. a follower's `GET /updateRuns/{name}` of a 10,000-member run at 1,000 requests/s.
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
 //! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
-//! sse, slowloris, check, aks, webhooks).
+//! sse, slowloris, check, aks, webhooks, failover, commit, follower).
 //! Figures are printed; nothing is asserted (shared machines are noisy).
 
 use serde_json::{json, Value};
@@ -271,13 +275,29 @@ fn get_under_load(dir: &Path, cache: &Path, quick: bool) {
         bytes / 1024,
         gz_bytes / 1024
     );
+    let (lat, wall) = open_loop(&url, rate, seconds);
+    println!(
+        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   (target p99 ≤ 10 ms)",
+        lat.len(),
+        wall.as_secs_f64(),
+        lat.len() as f64 / wall.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(*lat.last().unwrap())
+    );
+    d.stop();
+}
+
+/// GETs `url` (gzip) at `rate` per second for `seconds`, open loop from 32 threads: each
+/// request's latency counted from its scheduled time. The latencies sorted, and the wall time.
+fn open_loop(url: &str, rate: f64, seconds: f64) -> (Vec<Duration>, Duration) {
     let threads = 32;
     let total = (rate * seconds) as usize;
     let interval = Duration::from_secs_f64(1.0 / rate);
     let start = Instant::now() + Duration::from_millis(200);
     let handles: Vec<_> = (0..threads)
         .map(|t| {
-            let url = url.clone();
+            let url = url.to_string();
             std::thread::spawn(move || {
                 let a = agent();
                 let mut lat = Vec::new();
@@ -304,16 +324,7 @@ fn get_under_load(dir: &Path, cache: &Path, quick: bool) {
         .collect();
     let wall = start.elapsed();
     lat.sort();
-    println!(
-        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   (target p99 ≤ 10 ms)",
-        lat.len(),
-        wall.as_secs_f64(),
-        lat.len() as f64 / wall.as_secs_f64(),
-        ms(percentile(&lat, 0.5)),
-        ms(percentile(&lat, 0.99)),
-        ms(*lat.last().unwrap())
-    );
-    d.stop();
+    (lat, wall)
 }
 
 fn window_start(dir: &Path, cache: &Path) {
@@ -588,6 +599,15 @@ fn main() {
     }
     if part("webhooks") {
         webhooks_throughput(dir.path(), &cache, quick);
+    }
+    if part("failover") {
+        failover(dir.path(), &cache, quick);
+    }
+    if part("commit") {
+        commit_latency(dir.path(), &cache, quick);
+    }
+    if part("follower") {
+        follower_reads(dir.path(), &cache, quick);
     }
 }
 
@@ -1242,4 +1262,380 @@ fn webhooks_throughput(dir: &Path, cache: &Path, quick: bool) {
         );
         d.stop();
     }
+}
+
+/// A private PostgreSQL server (`tests/postgres-server.sh`), stopped when dropped.
+struct Pg {
+    dir: PathBuf,
+    /// The connection string of its `postgres` database.
+    server: String,
+}
+
+impl Pg {
+    fn start(dir: &Path) -> Pg {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/postgres-server.sh");
+        let dir = dir.join("pg");
+        let out = Command::new(&script)
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("tests/postgres-server.sh runs");
+        assert!(
+            out.status.success(),
+            "starting PostgreSQL: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let server = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Pg { dir, server }
+    }
+
+    /// A new database: its connection string.
+    fn database(&self, name: &str) -> String {
+        let mut c = postgres::Client::connect(&self.server, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        format!("{} dbname={name}", self.server)
+    }
+
+    /// The server's processes (the postmaster and its children), for strace.
+    fn pids(&self) -> Vec<String> {
+        let pid = std::fs::read_to_string(self.dir.join("data/postmaster.pid"))
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let children = Command::new("ps")
+            .args(["-o", "pid=", "--ppid", &pid])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
+        std::iter::once(pid)
+            .chain(children.split_whitespace().map(str::to_string))
+            .filter(|p| !p.is_empty())
+            .collect()
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/postgres-server.sh");
+        let _ = Command::new(script).arg("stop").arg(&self.dir).status();
+    }
+}
+
+/// Replicas of one database, over one fleet file, at one time scale.
+struct Ha<'a> {
+    dir: &'a Path,
+    url: String,
+    lease: f64,
+    fleet: PathBuf,
+    scale: &'static str,
+    cache: &'a Path,
+}
+
+impl Ha<'_> {
+    /// `serve` as replica `holder` (its `life`-th start).
+    fn replica(&self, holder: &str, life: usize) -> Daemon {
+        let config = self.dir.join(format!("{holder}.json"));
+        let c = json!({"store": {"type": "postgres", "url": self.url, "holder": holder,
+                                 "leaseSeconds": self.lease}});
+        std::fs::write(&config, c.to_string()).unwrap();
+        let data = self.dir.join(format!("data-{holder}"));
+        let args = [
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--fleet",
+            self.fleet.to_str().unwrap(),
+            "--time-scale",
+            self.scale,
+        ];
+        let log = self.dir.join(format!("{holder}-{life}.log"));
+        Daemon::start(&args, self.cache, &log).0
+    }
+}
+
+/// Whether the replica at `root` says it leads.
+fn leads(agent: &ureq::Agent, root: &str) -> bool {
+    agent
+        .get(format!("{root}/readyz"))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .is_some_and(|t| t.lines().any(|l| l.starts_with("leader ")))
+}
+
+fn short_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(2)))
+        .build()
+        .into()
+}
+
+/// Bench 11, failover (issue 25): three replicas on one PostgreSQL, the leader `kill -9`ed again
+/// and again while a run moves: the time until another says it leads, and until it takes a
+/// change.
+fn failover(dir: &Path, cache: &Path, quick: bool) {
+    let kills = if quick { 3 } else { 20 };
+    let lease = 2.0;
+    println!("== 11. failover: 3 replicas on PostgreSQL, lease {lease} s, the leader killed {kills} times");
+    let sub = dir.join("failover");
+    std::fs::create_dir_all(&sub).unwrap();
+    let pg = Pg::start(&sub);
+    let ha = Ha {
+        dir: &sub,
+        url: pg.database("failover"),
+        lease,
+        fleet: fleet_file(&sub, (0..50).map(|i| member(i, None)).collect()),
+        scale: "60",
+        cache,
+    };
+    let holders = ["r0", "r1", "r2"];
+    let mut lives = 0;
+    let mut replicas: Vec<Option<Daemon>> = holders
+        .iter()
+        .map(|h| {
+            lives += 1;
+            Some(ha.replica(h, lives))
+        })
+        .collect();
+    let probe = short_agent();
+    let find_leader = |replicas: &Vec<Option<Daemon>>| -> Option<usize> {
+        (0..replicas.len()).find(|i| {
+            replicas[*i]
+                .as_ref()
+                .is_some_and(|d| leads(&probe, &d.root))
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut leader = loop {
+        if let Some(l) = find_leader(&replicas) {
+            break l;
+        }
+        assert!(Instant::now() < end, "nobody leads");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    start_run(replicas[leader].as_ref().unwrap());
+    let (mut to_lead, mut to_change) = (Vec::new(), Vec::new());
+    for k in 0..kills {
+        std::thread::sleep(Duration::from_millis(500));
+        let mut d = replicas[leader].take().unwrap();
+        let _ = d.child.kill();
+        let _ = d.child.wait();
+        let killed = Instant::now();
+        let next = loop {
+            if let Some(l) = find_leader(&replicas) {
+                break l;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "nobody took over"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        to_lead.push(killed.elapsed());
+        // A change accepted: the new leader's engine runs.
+        let base = replicas[next].as_ref().unwrap().base.clone();
+        let body = json!({"properties": {"strategy": {"stages": [{"name": "a", "groups": [{"name": "g"}]}]}}});
+        loop {
+            let r = probe
+                .put(format!("{base}/updateStrategies/k{k}"))
+                .header("content-type", "application/json")
+                .send(body.to_string());
+            if r.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "no change taken"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        to_change.push(killed.elapsed());
+        lives += 1;
+        replicas[leader] = Some(ha.replica(holders[leader], lives));
+        leader = next;
+    }
+    for r in replicas.into_iter().flatten() {
+        r.stop();
+    }
+    to_lead.sort();
+    to_change.sort();
+    println!(
+        "{kills} kills: another replica leads after median {}, max {}; takes a change after median {}, max {}   (target ≤ 2 × lease = {} ms)",
+        ms(percentile(&to_lead, 0.5)),
+        ms(*to_lead.last().unwrap()),
+        ms(percentile(&to_change, 0.5)),
+        ms(*to_change.last().unwrap()),
+        lease * 2000.0
+    );
+}
+
+/// Bench 12, step commits on PostgreSQL against SQLite (issue 25): PUTs of strategies, one step
+/// each, on a daemon of either store; client latency, the server's mean commit time, and the
+/// fsyncs of each (the daemon's on SQLite, the database server's on PostgreSQL).
+fn commit_latency(dir: &Path, cache: &Path, quick: bool) {
+    let steps = if quick { 50 } else { 500 };
+    println!(
+        "== 12. step commit latency and fsyncs: PostgreSQL against SQLite, {steps} steps each"
+    );
+    let sub = dir.join("commit");
+    std::fs::create_dir_all(&sub).unwrap();
+    let pg = Pg::start(&sub);
+    let fleet = fleet_file(&sub, (0..50).map(|i| member(i, None)).collect());
+    let mut means = Vec::new();
+    for store in ["sqlite", "postgres"] {
+        let d = if store == "sqlite" {
+            Daemon::serve(&sub, &fleet, cache, &sub.join("sqlite.log")).0
+        } else {
+            let ha = Ha {
+                dir: &sub,
+                url: pg.database("commits"),
+                lease: 15.0,
+                fleet: fleet.clone(),
+                scale: "1",
+                cache,
+            };
+            let d = ha.replica("solo", 1);
+            let probe = short_agent();
+            while !leads(&probe, &d.root) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            d
+        };
+        let pids: Vec<String> = if store == "sqlite" {
+            vec![d.child.id().to_string()]
+        } else {
+            pg.pids()
+        };
+        let mut strace = Command::new("strace");
+        strace.args(["-f", "-c", "-e", "trace=fsync,fdatasync"]);
+        for p in &pids {
+            strace.args(["-p", p]);
+        }
+        let strace = strace.stdout(Stdio::null()).stderr(Stdio::piped()).spawn();
+        std::thread::sleep(Duration::from_millis(500));
+        let a = agent();
+        let mut lat = Vec::new();
+        for i in 0..steps {
+            let began = Instant::now();
+            send(
+                &a,
+                "PUT",
+                &format!("{}/updateStrategies/s{i}", d.base),
+                Some(
+                    &json!({"properties": {"strategy": {"stages": [{"name": "a", "groups": [{"name": "g"}]}]}}}),
+                ),
+            );
+            lat.push(began.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let fsyncs = match strace {
+            Ok(mut s) => {
+                // SAFETY: signals the strace child this bench started.
+                unsafe {
+                    libc::kill(s.id() as i32, libc::SIGINT);
+                }
+                let mut out = String::new();
+                let _ = std::io::Read::read_to_string(s.stderr.as_mut().unwrap(), &mut out);
+                let _ = s.wait();
+                let calls: u64 = out
+                    .lines()
+                    .filter(|l| l.contains("fsync") || l.contains("fdatasync"))
+                    .filter_map(|l| {
+                        l.split_whitespace()
+                            .nth(3)
+                            .and_then(|c| c.parse::<u64>().ok())
+                    })
+                    .sum();
+                format!(
+                    "{:.2} fsync/fdatasync per step",
+                    calls as f64 / steps as f64
+                )
+            }
+            Err(e) => format!("fsyncs not counted (strace: {e})"),
+        };
+        let metrics = ureq::get(format!("{}/metrics", d.root))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        let sample = |name: &str| -> f64 {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().last())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        let mean = sample("waverun_journal_commit_seconds_sum")
+            / sample("waverun_journal_commit_seconds_count").max(1.0);
+        means.push(mean);
+        lat.sort();
+        println!(
+            "{store:>8}: PUT p50 {}, p99 {}; commit mean {:.2} ms (server); {fsyncs}",
+            ms(percentile(&lat, 0.5)),
+            ms(percentile(&lat, 0.99)),
+            mean * 1000.0
+        );
+        d.stop();
+    }
+    println!(
+        "PostgreSQL / SQLite, mean commit: {:.2}×   (target ≤ 3×)",
+        means[1] / means[0].max(f64::MIN_POSITIVE)
+    );
+}
+
+/// Bench 13, a follower's reads (issue 25): `GET /updateRuns/r1` of a 10,000-member run at 1,000
+/// requests/s, open loop, from a follower while the leader runs it.
+fn follower_reads(dir: &Path, cache: &Path, quick: bool) {
+    let n = if quick { 1_000 } else { 10_000 };
+    let (rate, seconds) = (1_000.0, if quick { 2.0 } else { 10.0 });
+    println!(
+        "== 13. a follower's GET /updateRuns/r1 of a {n}-member run at {rate}/s for {seconds} s"
+    );
+    let sub = dir.join("follower");
+    std::fs::create_dir_all(&sub).unwrap();
+    let pg = Pg::start(&sub);
+    let ha = Ha {
+        dir: &sub,
+        url: pg.database("follower"),
+        lease: 15.0,
+        fleet: fleet_file(&sub, (0..n).map(|i| member(i, None)).collect()),
+        scale: "1",
+        cache,
+    };
+    let began = Instant::now();
+    let a = ha.replica("a", 1);
+    let probe = short_agent();
+    while !leads(&probe, &a.root) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let b = ha.replica("b", 2);
+    println!("leader and follower ready after {}", ms(began.elapsed()));
+    start_run(&a);
+    let url = format!("{}/updateRuns/r1", b.base);
+    // The follower has caught up once it shows the run started.
+    let end = Instant::now() + Duration::from_secs(120);
+    while send(&agent(), "GET", &url, None)["properties"]["status"]["status"]["state"] != "Running"
+    {
+        assert!(Instant::now() < end, "the follower never showed the run");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (lat, wall) = open_loop(&url, rate, seconds);
+    println!(
+        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   (on the leader, bench 2's target: p99 ≤ 10 ms)",
+        lat.len(),
+        wall.as_secs_f64(),
+        lat.len() as f64 / wall.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(*lat.last().unwrap())
+    );
+    b.stop();
+    a.stop();
 }
