@@ -500,12 +500,7 @@ fn fsyncs(dir: &Path, cache: &Path) {
     let fleet = fleet_file(&sub, (0..50).map(|i| member(i, None)).collect());
     let (d, _) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve.log"));
     let steps = 200;
-    let strace = Command::new("strace")
-        .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-p"])
-        .arg(d.child.id().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn();
+    let strace = trace_fsyncs(&[d.child.id().to_string()]);
     std::thread::sleep(Duration::from_millis(500));
     for i in 0..steps {
         d.put(
@@ -515,23 +510,8 @@ fn fsyncs(dir: &Path, cache: &Path) {
     }
     std::thread::sleep(Duration::from_millis(200));
     match strace {
-        Ok(mut s) => {
-            // SAFETY: signals the strace child this bench started.
-            unsafe {
-                libc::kill(s.id() as i32, libc::SIGINT);
-            }
-            let mut out = String::new();
-            let _ = std::io::Read::read_to_string(s.stderr.as_mut().unwrap(), &mut out);
-            let _ = s.wait();
-            let calls: u64 = out
-                .lines()
-                .filter(|l| l.contains("fsync") || l.contains("fdatasync"))
-                .filter_map(|l| {
-                    l.split_whitespace()
-                        .nth(3)
-                        .and_then(|c| c.parse::<u64>().ok())
-                })
-                .sum();
+        Ok(s) => {
+            let calls = fsync_count(s);
             println!(
                 "{steps} steps (PUT updateStrategies): {calls} fsync/fdatasync calls = {:.2} per step   (target ≤ 1)",
                 calls as f64 / steps as f64
@@ -1264,6 +1244,36 @@ fn webhooks_throughput(dir: &Path, cache: &Path, quick: bool) {
     }
 }
 
+/// `strace -f -c` of the fsync and fdatasync calls of the processes `pids`, until
+/// [`fsync_count`].
+fn trace_fsyncs(pids: &[String]) -> std::io::Result<Child> {
+    let mut strace = Command::new("strace");
+    strace.args(["-f", "-c", "-e", "trace=fsync,fdatasync"]);
+    for p in pids {
+        strace.args(["-p", p]);
+    }
+    strace.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()
+}
+
+/// Stops a trace of [`trace_fsyncs`]: the calls it counted.
+fn fsync_count(mut s: Child) -> u64 {
+    // SAFETY: signals the strace child this bench started.
+    unsafe {
+        libc::kill(s.id() as i32, libc::SIGINT);
+    }
+    let mut out = String::new();
+    let _ = std::io::Read::read_to_string(s.stderr.as_mut().unwrap(), &mut out);
+    let _ = s.wait();
+    out.lines()
+        .filter(|l| l.contains("fsync") || l.contains("fdatasync"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(3)
+                .and_then(|c| c.parse::<u64>().ok())
+        })
+        .sum()
+}
+
 /// A private PostgreSQL server (`tests/postgres-server.sh`), stopped when dropped.
 struct Pg {
     dir: PathBuf,
@@ -1511,12 +1521,7 @@ fn commit_latency(dir: &Path, cache: &Path, quick: bool) {
         } else {
             pg.pids()
         };
-        let mut strace = Command::new("strace");
-        strace.args(["-f", "-c", "-e", "trace=fsync,fdatasync"]);
-        for p in &pids {
-            strace.args(["-p", p]);
-        }
-        let strace = strace.stdout(Stdio::null()).stderr(Stdio::piped()).spawn();
+        let strace = trace_fsyncs(&pids);
         std::thread::sleep(Duration::from_millis(500));
         let a = agent();
         let mut lat = Vec::new();
@@ -1534,28 +1539,10 @@ fn commit_latency(dir: &Path, cache: &Path, quick: bool) {
         }
         std::thread::sleep(Duration::from_millis(200));
         let fsyncs = match strace {
-            Ok(mut s) => {
-                // SAFETY: signals the strace child this bench started.
-                unsafe {
-                    libc::kill(s.id() as i32, libc::SIGINT);
-                }
-                let mut out = String::new();
-                let _ = std::io::Read::read_to_string(s.stderr.as_mut().unwrap(), &mut out);
-                let _ = s.wait();
-                let calls: u64 = out
-                    .lines()
-                    .filter(|l| l.contains("fsync") || l.contains("fdatasync"))
-                    .filter_map(|l| {
-                        l.split_whitespace()
-                            .nth(3)
-                            .and_then(|c| c.parse::<u64>().ok())
-                    })
-                    .sum();
-                format!(
-                    "{:.2} fsync/fdatasync per step",
-                    calls as f64 / steps as f64
-                )
-            }
+            Ok(s) => format!(
+                "{:.2} fsync/fdatasync per step",
+                fsync_count(s) as f64 / steps as f64
+            ),
             Err(e) => format!("fsyncs not counted (strace: {e})"),
         };
         let metrics = ureq::get(format!("{}/metrics", d.root))

@@ -7,20 +7,20 @@
 mod pg_support;
 mod runtime_support;
 
-use pg_support::Postgres;
+use pg_support::{leader, Postgres};
 use runtime_support::{plugin, workspace};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use waverun_core::sim::Scenario;
 use waverun_core::{Command, State};
 use waverun_host::daemon::{DaemonError, FleetEngine};
 use waverun_host::load_scenario;
 use waverun_host::runtime::{InstanceConfig, ManualClock, PluginModule};
 use waverun_host::store::{
-    AuditRow, Committed, DeadLetter, DeliveryRecord, EventRow, JournalRecord, LeaseConfig,
-    LeaseState, OperationRow, OperationState, OperationUpdate, PgStore, ResourceMeta, RunModule,
-    SnapshotRecord, Step, Store, StoreError, StoreRead, WebhookWrites,
+    AuditRow, Committed, DeadLetter, DeliveryRecord, EventRow, JournalRecord, OperationRow,
+    OperationState, OperationUpdate, PgStore, ResourceMeta, RunModule, SnapshotRecord, Step, Store,
+    StoreError, StoreRead, WebhookWrites,
 };
 
 /// What the next commit does instead of its plain self.
@@ -115,25 +115,6 @@ impl Store for Faulty {
 
 fn example() -> Scenario {
     load_scenario(&workspace().join("host/examples/fleet-rollout.yaml")).expect("the example")
-}
-
-/// A writer of `url` holding the lease as `holder` (waiting, bounded, for another's to end).
-fn leader(url: &str, holder: &str, ttl: Duration) -> PgStore {
-    let lease = LeaseConfig {
-        holder: holder.to_string(),
-        ttl,
-    };
-    let mut store = PgStore::open(url, lease).unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        match store.acquire().unwrap() {
-            LeaseState::Held { .. } => return store,
-            LeaseState::Other { remaining, .. } => {
-                assert!(Instant::now() < end, "the lease was never free");
-                std::thread::sleep(remaining.min(Duration::from_millis(100)));
-            }
-        }
-    }
 }
 
 /// The engine over the faulty store, the example's fleet set up but for the run's creation

@@ -38,17 +38,7 @@ fn lease(holder: &str, ttl_ms: u64) -> LeaseConfig {
 
 /// Opens and takes the lease, waiting (bounded) for one left by a writer that did not close.
 fn leader(url: &str, holder: &str, ttl_ms: u64) -> PgStore {
-    let mut store = PgStore::open(url, lease(holder, ttl_ms)).unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        match store.acquire().unwrap() {
-            LeaseState::Held { .. } => return store,
-            LeaseState::Other { remaining, .. } => {
-                assert!(Instant::now() < end, "the lease was never free");
-                std::thread::sleep(remaining.min(Duration::from_millis(200)));
-            }
-        }
-    }
+    pg_support::leader(url, holder, Duration::from_millis(ttl_ms))
 }
 
 /// One database; each open is a writer that takes the lease (after a kill, once it expires).

@@ -6,6 +6,28 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
+use waverun_host::store::{LeaseConfig, LeaseState, PgStore};
+
+/// A writer of the database at `url` that holds the leader lease as `holder` (waiting,
+/// bounded, for a lease another left behind to expire).
+pub fn leader(url: &str, holder: &str, ttl: Duration) -> PgStore {
+    let lease = LeaseConfig {
+        holder: holder.to_string(),
+        ttl,
+    };
+    let mut store = PgStore::open(url, lease).unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        match store.acquire().unwrap() {
+            LeaseState::Held { .. } => return store,
+            LeaseState::Other { remaining, .. } => {
+                assert!(Instant::now() < end, "the lease was never free");
+                std::thread::sleep(remaining.min(Duration::from_millis(100)));
+            }
+        }
+    }
+}
 
 /// A running server.
 pub struct Postgres {
