@@ -22,9 +22,11 @@ use super::{meta, AuditRow, Committed, EventRow, JournalRecord, NewAudit, NewEve
 use super::{DeadLetter, DeliveryRecord, WebhookWrites, DELIVERY_LOG_KEEP};
 use super::{OperationRow, OperationState, OperationUpdate, ResourceMeta, SnapshotRecord};
 use super::{RunModule, Step, Store, StoreError, StoreRead};
-use postgres::{Client, GenericClient, NoTls, Row, Transaction};
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls, Row, Statement, Transaction};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The lease row's name.
@@ -266,6 +268,8 @@ struct Conn {
     url: String,
     /// Run on every new session (`SET ...`).
     session: String,
+    /// The write path's statements, prepared on this session (forgotten with it).
+    prepared: RefCell<HashMap<&'static str, Statement>>,
 }
 
 /// The synchronous client's drop runs a runtime of its own to close the connection, which
@@ -289,6 +293,7 @@ impl Conn {
             client: RefCell::new(None),
             url: url.to_string(),
             session,
+            prepared: RefCell::new(HashMap::new()),
         };
         drop(c.get()?);
         Ok(c)
@@ -299,6 +304,7 @@ impl Conn {
         let mut slot = self.client.borrow_mut();
         if slot.as_ref().is_none_or(Client::is_closed) {
             *slot = None;
+            self.prepared.borrow_mut().clear();
             let mut client = connect(&self.url)?;
             if !self.session.is_empty() {
                 client.batch_execute(&self.session).map_err(db)?;
@@ -308,6 +314,98 @@ impl Conn {
         Ok(std::cell::RefMut::map(slot, |c| {
             c.as_mut().expect("connected above")
         }))
+    }
+}
+
+/// The parameters of a statement.
+type Params<'p> = [&'p (dyn ToSql + Sync)];
+
+/// What the store's statements run on: a connection, a transaction, or a write transaction
+/// whose statements are prepared once per session ([`Tx`]).
+trait Exec {
+    fn execute(&mut self, sql: &'static str, params: &Params<'_>) -> Result<u64, postgres::Error>;
+    fn query_one(&mut self, sql: &'static str, params: &Params<'_>)
+        -> Result<Row, postgres::Error>;
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &Params<'_>,
+    ) -> Result<Option<Row>, postgres::Error>;
+}
+
+macro_rules! exec_as_sent {
+    ($t:ty) => {
+        impl Exec for $t {
+            fn execute(
+                &mut self,
+                sql: &'static str,
+                params: &Params<'_>,
+            ) -> Result<u64, postgres::Error> {
+                GenericClient::execute(self, sql, params)
+            }
+            fn query_one(
+                &mut self,
+                sql: &'static str,
+                params: &Params<'_>,
+            ) -> Result<Row, postgres::Error> {
+                GenericClient::query_one(self, sql, params)
+            }
+            fn query_opt(
+                &mut self,
+                sql: &'static str,
+                params: &Params<'_>,
+            ) -> Result<Option<Row>, postgres::Error> {
+                GenericClient::query_opt(self, sql, params)
+            }
+        }
+    };
+}
+exec_as_sent!(Client);
+exec_as_sent!(Transaction<'_>);
+
+/// A write transaction whose statements are prepared once per session: a statement sent as
+/// text is parsed on every call, a round trip more for each of a step's statements.
+struct Tx<'a, 'c> {
+    tx: &'a mut Transaction<'c>,
+    prepared: &'a mut HashMap<&'static str, Statement>,
+}
+
+impl Tx<'_, '_> {
+    fn statement(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.prepared.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.tx.prepare(sql)?;
+        self.prepared.insert(sql, s.clone());
+        Ok(s)
+    }
+
+    /// A statement made for this call only (a table's name in it), sent as text.
+    fn execute_text(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, postgres::Error> {
+        self.tx.execute(sql, params)
+    }
+}
+
+impl Exec for Tx<'_, '_> {
+    fn execute(&mut self, sql: &'static str, params: &Params<'_>) -> Result<u64, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.tx.execute(&s, params)
+    }
+    fn query_one(
+        &mut self,
+        sql: &'static str,
+        params: &Params<'_>,
+    ) -> Result<Row, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.tx.query_one(&s, params)
+    }
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &Params<'_>,
+    ) -> Result<Option<Row>, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.tx.query_opt(&s, params)
     }
 }
 
@@ -520,7 +618,7 @@ impl PgStore {
     /// unless the lease still names us and our epoch.
     fn fenced<T>(
         &self,
-        f: impl FnOnce(&mut Transaction<'_>, i64) -> Result<T, StoreError>,
+        f: impl FnOnce(&mut Tx<'_, '_>, i64) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if self.epoch == 0 {
             return Err(StoreError::Fenced(format!(
@@ -535,8 +633,13 @@ impl PgStore {
             )));
         }
         let mut conn = self.conn.get()?;
+        let mut prepared = self.conn.prepared.borrow_mut();
         let mut tx = conn.transaction().map_err(db)?;
-        let lease = tx
+        let mut w = Tx {
+            tx: &mut tx,
+            prepared: &mut prepared,
+        };
+        let lease = w
             .query_opt(
                 "SELECT holder, epoch FROM leader_lease WHERE name = $1 FOR SHARE",
                 &[&LEASE],
@@ -553,7 +656,7 @@ impl PgStore {
                 self.lease.holder, self.epoch
             )));
         }
-        let out = f(&mut tx, self.epoch as i64)?;
+        let out = f(&mut w, self.epoch as i64)?;
         tx.commit().map_err(db)?;
         Ok(out)
     }
@@ -613,7 +716,7 @@ impl PgStore {
                     "INSERT INTO {table} ({list}) VALUES ({})",
                     params.join(", ")
                 );
-                let st = tx.prepare(&sql).map_err(db)?;
+                let st = tx.tx.prepare(&sql).map_err(db)?;
                 let types = st.params().to_vec();
                 let mut n = 0u64;
                 for row in &rows {
@@ -628,7 +731,7 @@ impl PgStore {
                         .collect::<Result<_, _>>()?;
                     let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
                         values.iter().map(|b| b.as_ref()).collect();
-                    tx.execute(&st, &refs).map_err(db)?;
+                    tx.tx.execute(&st, &refs).map_err(db)?;
                     n += 1;
                 }
                 copied.tables.push((table.to_string(), n));
@@ -684,12 +787,7 @@ fn read_meta(c: &mut impl GenericClient, key: &str) -> Result<Option<String>, St
     )
 }
 
-fn upsert_meta(
-    c: &mut impl GenericClient,
-    key: &str,
-    value: &str,
-    epoch: i64,
-) -> Result<(), StoreError> {
+fn upsert_meta(c: &mut impl Exec, key: &str, value: &str, epoch: i64) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO meta (key, value, epoch) VALUES ($1, $2, $3)
          ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, epoch = EXCLUDED.epoch",
@@ -742,7 +840,7 @@ fn migrate(conn: &mut Client) -> Result<(), StoreError> {
     }
 }
 
-fn last_journal_seq(c: &mut impl GenericClient) -> Result<u64, StoreError> {
+fn last_journal_seq(c: &mut impl Exec) -> Result<u64, StoreError> {
     let r = c
         .query_one(
             "SELECT GREATEST(COALESCE((SELECT MAX(seq) FROM journal), 0),
@@ -753,15 +851,11 @@ fn last_journal_seq(c: &mut impl GenericClient) -> Result<u64, StoreError> {
     Ok(r.get::<_, i64>(0) as u64)
 }
 
-fn next_number(c: &mut impl GenericClient, sql: &str) -> Result<i64, StoreError> {
+fn next_number(c: &mut impl Exec, sql: &'static str) -> Result<i64, StoreError> {
     Ok(c.query_one(sql, &[]).map_err(db)?.get::<_, i64>(0) + 1)
 }
 
-fn update_operation(
-    c: &mut impl GenericClient,
-    u: &OperationUpdate,
-    epoch: i64,
-) -> Result<(), StoreError> {
+fn update_operation(c: &mut impl Exec, u: &OperationUpdate, epoch: i64) -> Result<(), StoreError> {
     c.execute(
         "UPDATE operations SET state = $2,
              provider_operation_id = COALESCE($3, provider_operation_id),
@@ -780,7 +874,7 @@ fn update_operation(
     Ok(())
 }
 
-fn commit_step(tx: &mut Transaction<'_>, step: &Step, epoch: i64) -> Result<Committed, StoreError> {
+fn commit_step(tx: &mut Tx<'_, '_>, step: &Step, epoch: i64) -> Result<Committed, StoreError> {
     let mut last = last_journal_seq(tx)?;
     for r in &step.journal {
         if r.seq != last + 1 {
@@ -916,11 +1010,7 @@ fn commit_step(tx: &mut Transaction<'_>, step: &Step, epoch: i64) -> Result<Comm
     Ok(committed)
 }
 
-fn record_webhooks(
-    tx: &mut Transaction<'_>,
-    w: &WebhookWrites,
-    epoch: i64,
-) -> Result<(), StoreError> {
+fn record_webhooks(tx: &mut Tx<'_, '_>, w: &WebhookWrites, epoch: i64) -> Result<(), StoreError> {
     // Forgotten first: a subscription made again under the name writes after it.
     for sub in &w.forgotten {
         for table in [
@@ -928,7 +1018,7 @@ fn record_webhooks(
             "webhook_dead_letters",
             "webhook_deliveries",
         ] {
-            tx.execute(
+            tx.execute_text(
                 &format!("DELETE FROM {table} WHERE subscription = $1"),
                 &[sub],
             )
