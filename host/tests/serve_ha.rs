@@ -331,12 +331,12 @@ fn three_replicas_survive_leader_kills_and_pauses_with_one_upgrade_per_member() 
     let started = api.call("POST", "/updateRuns/r1/start", None, &[], None);
     assert_eq!(started.status, 200, "{}", started.body);
 
-    // Followers serve reads: the run, as the leader wrote it.
-    std::thread::sleep(Duration::from_millis(600));
-    assert!(
-        run_state(r.api(follower)).is_some(),
-        "a follower does not show the run"
-    );
+    // Followers serve reads: the run, as the leader wrote it (once they have followed it).
+    let shown = Instant::now() + Duration::from_secs(20);
+    while run_state(r.api(follower)).is_none() {
+        assert!(Instant::now() < shown, "a follower does not show the run");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // A live stream on the followers, as a dashboard would hold it: it reconnects to a
     // follower with Last-Event-ID whenever its replica goes away, and must see every event

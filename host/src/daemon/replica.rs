@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Builds the fleet's engine: a leader's over a writer holding the lease of `Some(epoch)`, a
 /// follower's (read-only, over the leader's database) for `None`.
-pub type BuildEngine = Box<dyn FnMut(Option<u64>) -> Result<FleetEngine, DaemonError> + Send>;
+pub type BuildEngine = Box<dyn Fn(Option<u64>) -> Result<FleetEngine, DaemonError> + Send + Sync>;
 
 /// What a new leader does once its engine runs (records where clients reach it, registers
 /// the fleet file): on the engine thread, with the epoch it leads under.
@@ -36,7 +36,12 @@ pub struct Replica {
     pub(super) leading: Option<u64>,
     /// An epoch it was told to lead under but could not start its engine for: tried again.
     pub(super) pending: Option<u64>,
-    pub(super) build: BuildEngine,
+    pub(super) build: Arc<BuildEngine>,
+    /// A follower's next engine, under way on a thread of its own (its number: one that
+    /// comes back after another was asked for, or after a takeover, is dropped).
+    pub(super) building: Option<u64>,
+    /// Follower engines asked for so far.
+    pub(super) builds: u64,
     /// The leader's journal and event log ends, as this follower's engine last read them.
     pub(super) seen: (u64, u64),
     /// When it last looked.
@@ -52,7 +57,9 @@ impl Replica {
             deadline,
             leading: None,
             pending: None,
-            build,
+            build: Arc::new(build),
+            building: None,
+            builds: 0,
             seen: (0, 0),
             looked: None,
             on_lead: None,
@@ -63,6 +70,12 @@ impl Replica {
     pub fn on_lead(mut self, f: OnLead) -> Replica {
         self.on_lead = Some(f);
         self
+    }
+
+    /// Builds an engine now, on this thread: a leader's for `Some(epoch)`, a follower's for
+    /// `None`.
+    pub(super) fn build_now(&self, epoch: Option<u64>) -> Result<FleetEngine, DaemonError> {
+        (self.build)(epoch)
     }
 
     /// Whether it may act now: it leads, and its deadline has not passed.

@@ -258,7 +258,9 @@ impl Worker {
             r.pending = Some(epoch);
             return;
         }
-        let built = (r.build)(Some(epoch));
+        // A follower's engine still being built is not wanted any more.
+        r.building = None;
+        let built = r.build_now(Some(epoch));
         let engine = match built {
             Ok(e) => e,
             Err(e) => {
@@ -299,6 +301,7 @@ impl Worker {
         r.leading = None;
         r.pending = None;
         r.looked = None;
+        r.building = None;
         r.seen = (u64::MAX, u64::MAX);
         self.lifecycle = Lifecycle::new(policy(self.clock.scale()));
         self.upgrade_started.clear();
@@ -335,15 +338,63 @@ impl Worker {
         let Some(r) = self.replica.as_mut() else {
             return;
         };
-        if ends == r.seen && self.engine.is_follower() {
+        if !self.engine.is_follower() {
+            // Just stepped down: the leader's engine goes at once, built here.
+            match r.build_now(None) {
+                Ok(mut engine) => {
+                    engine.make_follower();
+                    r.seen = ends;
+                    self.replace_engine(engine);
+                    self.announce(ends.1);
+                }
+                Err(e) => tracing::warn!(error = %e, "following the leader's database"),
+            }
             return;
         }
-        match (r.build)(None) {
+        // A new view is built off this thread; reads are served from this one meanwhile.
+        if r.building.is_none() && ends != r.seen {
+            r.builds += 1;
+            let number = r.builds;
+            r.building = Some(number);
+            let build = r.build.clone();
+            let tx = self.tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("waverun-follow".to_string())
+                .spawn(move || {
+                    let built = build(None);
+                    let _ = tx.send(Msg::Run(Box::new(move |w: &mut Worker| {
+                        w.follower_built(number, ends, built)
+                    })));
+                });
+            if let Err(e) = spawned {
+                r.building = None;
+                tracing::warn!(error = %e, "a thread to follow the leader's database");
+            }
+        }
+    }
+
+    /// A follower's engine built off the engine thread ([`Worker::follower_look`]) takes the
+    /// place of the one that served meanwhile — unless another was asked for since, or this
+    /// replica leads now.
+    fn follower_built(
+        &mut self,
+        number: u64,
+        at: (u64, u64),
+        built: Result<FleetEngine, DaemonError>,
+    ) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if r.building != Some(number) || r.leading.is_some() {
+            return;
+        }
+        r.building = None;
+        match built {
             Ok(mut engine) => {
                 engine.make_follower();
-                r.seen = ends;
+                r.seen = at;
                 self.replace_engine(engine);
-                self.announce(ends.1);
+                self.announce(at.1);
             }
             Err(e) => tracing::warn!(error = %e, "following the leader's database"),
         }

@@ -526,7 +526,6 @@ fn open_replica(
             Ok(engine)
         })
     };
-    let mut build = build;
     let engine = build(None).map_err(|e| format!("following the fleet in the database: {e}"))?;
     let url = config.public_url.clone().unwrap_or_else(|| {
         let scheme = if config.tls.is_some() {
