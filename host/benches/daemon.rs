@@ -276,16 +276,21 @@ fn get_under_load(dir: &Path, cache: &Path, quick: bool) {
         gz_bytes / 1024
     );
     let (lat, wall) = open_loop(&url, rate, seconds);
+    print_latencies(&lat, wall, "(target p99 ≤ 10 ms)");
+    d.stop();
+}
+
+/// One line of an open loop's figures, `note` after them.
+fn print_latencies(lat: &[Duration], wall: Duration, note: &str) {
     println!(
-        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   (target p99 ≤ 10 ms)",
+        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   {note}",
         lat.len(),
         wall.as_secs_f64(),
         lat.len() as f64 / wall.as_secs_f64(),
-        ms(percentile(&lat, 0.5)),
-        ms(percentile(&lat, 0.99)),
+        ms(percentile(lat, 0.5)),
+        ms(percentile(lat, 0.99)),
         ms(*lat.last().unwrap())
     );
-    d.stop();
 }
 
 /// GETs `url` (gzip) at `rate` per second for `seconds`, open loop from 32 threads: each
@@ -1627,15 +1632,7 @@ fn follower_reads(dir: &Path, cache: &Path, quick: bool) {
     }
     println!("the follower shows the run after {}", ms(began.elapsed()));
     let (lat, wall) = open_loop(&url, rate, seconds);
-    println!(
-        "{} requests in {:.1} s ({:.0}/s achieved): p50 {}, p99 {}, max {}   (on the leader, bench 2's target: p99 ≤ 10 ms)",
-        lat.len(),
-        wall.as_secs_f64(),
-        lat.len() as f64 / wall.as_secs_f64(),
-        ms(percentile(&lat, 0.5)),
-        ms(percentile(&lat, 0.99)),
-        ms(*lat.last().unwrap())
-    );
+    print_latencies(&lat, wall, "(on the leader, bench 2's target: p99 ≤ 10 ms)");
     b.stop();
     a.stop();
 }
