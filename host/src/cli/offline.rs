@@ -25,7 +25,9 @@ pub(super) fn simulate(
     };
     match output {
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &report)?;
+            // One write: stdout is line-buffered, and a write per line of a large report costs
+            // more than making it.
+            out.write_all(&serde_json::to_vec_pretty(&report)?)?;
             writeln!(out)?;
         }
         Format::Text => out.write_all(render_text(&report).as_bytes())?,
@@ -51,7 +53,7 @@ pub(super) fn validate(file: &Path, output: Format, out: &mut impl Write) -> Res
                 "errors": errors,
                 "warnings": warnings,
             });
-            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            out.write_all(&serde_json::to_vec_pretty(&doc)?)?;
             writeln!(out)?;
             if result.is_err() {
                 out.flush()?;
@@ -77,7 +79,7 @@ pub(super) fn plan(file: &Path, output: Format, out: &mut impl Write) -> Result<
     let doc = waverun_core::sim::plan_scenario(&scenario)?;
     match output {
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            out.write_all(&serde_json::to_vec_pretty(&doc)?)?;
             writeln!(out)?;
         }
         Format::Text => {
