@@ -251,16 +251,10 @@ fn commits_that_fail_after_writing_or_before_it_lose_no_upgrade_and_double_none(
     let simulated = Arc::new(SimulatedProvider::open(&db, clusters, clock, s.seed).unwrap());
     // The run's first step that asks for upgrades is written but answered as failed; later
     // ones fail before writing, as a lost lease and a serialization failure would.
-    let faults = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from([
-        Fault::AckLost,
-        Fault::Failed,
-        Fault::AckLost,
-        Fault::Fenced,
-    ])));
-    let faulty = Faulty {
-        inner: store,
-        faults: faults.clone(),
-    };
+    let (faulty, faults) = Faulty::on_operations(
+        store,
+        [Fault::AckLost, Fault::Failed, Fault::AckLost, Fault::Fenced],
+    );
     let (engine, _) = FleetEngine::start(
         &plugin,
         faulty,

@@ -1,117 +1,24 @@
-//! The fleet engine over PostgreSQL when the database misbehaves, through a fault-injecting
-//! wrapper around the real store (a private server, `pg_support`): a commit that succeeds but
-//! answers a timeout (the connection lost after COMMIT), a serialization failure (nothing
-//! written), and a lease lost in the middle of the work (real fencing: another replica takes
-//! it). Each time nothing is applied twice and nothing accepted is lost.
+//! The fleet engine over PostgreSQL when the database misbehaves, through the fault-injecting
+//! wrapper `store_support::Faulty` (playing a fault on any step) around the real store (a
+//! private server, `pg_support`): a commit that succeeds but answers a timeout (the connection
+//! lost after COMMIT), a serialization failure (nothing written), and a lease lost in the
+//! middle of the work (real fencing: another replica takes it). Each time nothing is applied
+//! twice and nothing accepted is lost.
 
 mod pg_support;
 mod runtime_support;
+mod store_support;
 
 use pg_support::{leader, Postgres};
 use runtime_support::{plugin, workspace};
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use store_support::{Fault, Faults, Faulty};
 use waverun_core::sim::Scenario;
 use waverun_core::{Command, State};
 use waverun_host::daemon::{DaemonError, FleetEngine};
 use waverun_host::load_scenario;
 use waverun_host::runtime::{InstanceConfig, ManualClock, PluginModule};
-use waverun_host::store::{
-    AuditRow, Committed, DeadLetter, DeliveryRecord, EventRow, JournalRecord, OperationRow,
-    OperationState, OperationUpdate, PgStore, ResourceMeta, RunModule, SnapshotRecord, Step, Store,
-    StoreError, StoreRead, WebhookWrites,
-};
-
-/// What the next commit does instead of its plain self.
-#[derive(Clone, Copy, Debug)]
-enum Fault {
-    /// Writes the step, then answers as a connection lost after COMMIT would.
-    CommitThenTimeout,
-    /// Writes nothing, and answers PostgreSQL's serialization failure (SQLSTATE 40001).
-    SerializationFailure,
-}
-
-type Faults = Arc<Mutex<VecDeque<Fault>>>;
-
-/// The real store, with faults queued by the test.
-struct Faulty {
-    inner: PgStore,
-    faults: Faults,
-}
-
-macro_rules! delegate_reads {
-    ($($name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty;)*) => {
-        impl StoreRead for Faulty {
-            $(fn $name(&self, $($arg: $ty),*) -> $ret { self.inner.$name($($arg),*) })*
-        }
-    };
-}
-
-delegate_reads! {
-    meta(key: &str) -> Result<Option<String>, StoreError>;
-    snapshot() -> Result<Option<SnapshotRecord>, StoreError>;
-    journal_after(after: u64) -> Result<Vec<JournalRecord>, StoreError>;
-    last_journal_seq() -> Result<u64, StoreError>;
-    journal_len() -> Result<u64, StoreError>;
-    operation(id: &str) -> Result<Option<OperationRow>, StoreError>;
-    operations_in(states: &[OperationState]) -> Result<Vec<OperationRow>, StoreError>;
-    events_after(after: u64, run: Option<&str>, limit: u32) -> Result<Vec<EventRow>, StoreError>;
-    last_event_seq() -> Result<u64, StoreError>;
-    resource(kind: &str, name: &str) -> Result<Option<ResourceMeta>, StoreError>;
-    resources(kind: &str) -> Result<Vec<ResourceMeta>, StoreError>;
-    audit_after(after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
-    audited(key: &str) -> Result<bool, StoreError>;
-    run_modules(run: &str) -> Result<Vec<RunModule>, StoreError>;
-    webhook_cursors() -> Result<BTreeMap<String, u64>, StoreError>;
-    dead_letters(subscription: &str, after: u64, limit: u32) -> Result<Vec<DeadLetter>, StoreError>;
-    dead_letter_count(subscription: &str) -> Result<u64, StoreError>;
-    deliveries(subscription: &str, before: Option<u64>, limit: u32) -> Result<Vec<(u64, DeliveryRecord)>, StoreError>;
-}
-
-impl Store for Faulty {
-    fn epoch(&self) -> u64 {
-        self.inner.epoch()
-    }
-
-    fn commit(&mut self, step: &Step) -> Result<Committed, StoreError> {
-        let fault = self.faults.lock().unwrap().pop_front();
-        match fault {
-            None => self.inner.commit(step),
-            Some(Fault::CommitThenTimeout) => {
-                self.inner.commit(step)?;
-                Err(StoreError::Database(
-                    "connection to PostgreSQL lost waiting for COMMIT's answer (injected)"
-                        .to_string(),
-                ))
-            }
-            Some(Fault::SerializationFailure) => Err(StoreError::Database(
-                "could not serialize access due to concurrent update (SQLSTATE 40001, injected)"
-                    .to_string(),
-            )),
-        }
-    }
-
-    fn set_meta(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.inner.set_meta(key, value)
-    }
-
-    fn update_operations(&mut self, updates: &[OperationUpdate]) -> Result<(), StoreError> {
-        self.inner.update_operations(updates)
-    }
-
-    fn record_webhooks(&mut self, writes: &WebhookWrites) -> Result<(), StoreError> {
-        self.inner.record_webhooks(writes)
-    }
-
-    fn close(&mut self) -> Result<(), StoreError> {
-        self.inner.close()
-    }
-
-    fn reader(&self) -> Result<Box<dyn StoreRead + Send>, StoreError> {
-        self.inner.reader()
-    }
-}
+use waverun_host::store::{OperationState, PgStore, StoreError};
 
 fn example() -> Scenario {
     load_scenario(&workspace().join("host/examples/fleet-rollout.yaml")).expect("the example")
@@ -124,11 +31,7 @@ fn engine_but_the_run(
     store: PgStore,
     clock: &ManualClock,
 ) -> (FleetEngine, Faults, Command) {
-    let faults = Faults::default();
-    let faulty = Faulty {
-        inner: store,
-        faults: faults.clone(),
-    };
+    let (faulty, faults) = Faulty::on_every_step(store);
     let (mut engine, _) = FleetEngine::start(
         plugin,
         faulty,
@@ -179,7 +82,7 @@ fn a_commit_that_succeeds_but_answers_a_timeout_is_found_in_the_store_and_never_
     let (mut engine, faults, create) = engine_but_the_run(&plugin, store, &clock);
     let journal = engine.store().last_journal_seq().unwrap();
 
-    faults.lock().unwrap().push_back(Fault::CommitThenTimeout);
+    faults.lock().unwrap().push_back(Fault::AckLost);
     match engine.command(&create, None) {
         Err(DaemonError::Store(e)) => assert!(e.to_string().contains("COMMIT"), "{e}"),
         other => panic!("expected the timeout, got {other:?}"),
@@ -193,7 +96,7 @@ fn a_commit_that_succeeds_but_answers_a_timeout_is_found_in_the_store_and_never_
     assert_eq!(runs[0].state, State::NotStarted);
 
     // The start answers a timeout too: its upgrades were recorded with it, once.
-    faults.lock().unwrap().push_back(Fault::CommitThenTimeout);
+    faults.lock().unwrap().push_back(Fault::AckLost);
     let _ = engine.command(&Command::StartRun { name: run.clone() }, None);
     assert_eq!(engine.store().last_journal_seq().unwrap(), journal + 2);
     let runs = engine.instance().runs().unwrap();
@@ -238,10 +141,7 @@ fn a_serialization_failure_writes_nothing_and_the_same_input_is_then_applied_onc
     let journal = engine.store().last_journal_seq().unwrap();
     let events = engine.store().last_event_seq().unwrap();
 
-    faults
-        .lock()
-        .unwrap()
-        .push_back(Fault::SerializationFailure);
+    faults.lock().unwrap().push_back(Fault::Failed);
     match engine.command(&create, None) {
         Err(DaemonError::Store(e)) => assert!(e.to_string().contains("40001"), "{e}"),
         other => panic!("expected the serialization failure, got {other:?}"),

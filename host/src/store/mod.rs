@@ -447,6 +447,116 @@ pub trait StoreRead {
     ) -> Result<Vec<(u64, DeliveryRecord)>, StoreError>;
 }
 
+/// Implements [`StoreRead`] for a wrapper by handing every read to one of its fields (a
+/// follower's view, a test's fault-injecting store): the list of reads is written once, here.
+///
+/// ```ignore
+/// waverun_host::delegate_store_reads!(impl<S: Store> for Faulty<S> => inner);
+/// ```
+#[macro_export]
+macro_rules! delegate_store_reads {
+    (impl $(<$g:ident : $bound:path>)? for $t:ty => $field:ident) => {
+        impl $(<$g: $bound>)? $crate::store::StoreRead for $t {
+            fn meta(&self, key: &str) -> Result<Option<String>, $crate::store::StoreError> {
+                self.$field.meta(key)
+            }
+            fn snapshot(
+                &self,
+            ) -> Result<Option<$crate::store::SnapshotRecord>, $crate::store::StoreError> {
+                self.$field.snapshot()
+            }
+            fn journal_after(
+                &self,
+                after: u64,
+            ) -> Result<Vec<$crate::store::JournalRecord>, $crate::store::StoreError> {
+                self.$field.journal_after(after)
+            }
+            fn last_journal_seq(&self) -> Result<u64, $crate::store::StoreError> {
+                self.$field.last_journal_seq()
+            }
+            fn journal_len(&self) -> Result<u64, $crate::store::StoreError> {
+                self.$field.journal_len()
+            }
+            fn operation(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::store::OperationRow>, $crate::store::StoreError> {
+                self.$field.operation(id)
+            }
+            fn operations_in(
+                &self,
+                states: &[$crate::store::OperationState],
+            ) -> Result<Vec<$crate::store::OperationRow>, $crate::store::StoreError> {
+                self.$field.operations_in(states)
+            }
+            fn events_after(
+                &self,
+                after: u64,
+                run: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::EventRow>, $crate::store::StoreError> {
+                self.$field.events_after(after, run, limit)
+            }
+            fn last_event_seq(&self) -> Result<u64, $crate::store::StoreError> {
+                self.$field.last_event_seq()
+            }
+            fn resource(
+                &self,
+                kind: &str,
+                name: &str,
+            ) -> Result<Option<$crate::store::ResourceMeta>, $crate::store::StoreError> {
+                self.$field.resource(kind, name)
+            }
+            fn resources(
+                &self,
+                kind: &str,
+            ) -> Result<Vec<$crate::store::ResourceMeta>, $crate::store::StoreError> {
+                self.$field.resources(kind)
+            }
+            fn audit_after(
+                &self,
+                after: u64,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::AuditRow>, $crate::store::StoreError> {
+                self.$field.audit_after(after, limit)
+            }
+            fn audited(&self, key: &str) -> Result<bool, $crate::store::StoreError> {
+                self.$field.audited(key)
+            }
+            fn run_modules(
+                &self,
+                run: &str,
+            ) -> Result<Vec<$crate::store::RunModule>, $crate::store::StoreError> {
+                self.$field.run_modules(run)
+            }
+            fn webhook_cursors(
+                &self,
+            ) -> Result<std::collections::BTreeMap<String, u64>, $crate::store::StoreError> {
+                self.$field.webhook_cursors()
+            }
+            fn dead_letters(
+                &self,
+                subscription: &str,
+                after: u64,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::DeadLetter>, $crate::store::StoreError> {
+                self.$field.dead_letters(subscription, after, limit)
+            }
+            fn dead_letter_count(&self, subscription: &str) -> Result<u64, $crate::store::StoreError> {
+                self.$field.dead_letter_count(subscription)
+            }
+            fn deliveries(
+                &self,
+                subscription: &str,
+                before: Option<u64>,
+                limit: u32,
+            ) -> Result<Vec<(u64, $crate::store::DeliveryRecord)>, $crate::store::StoreError> {
+                self.$field.deliveries(subscription, before, limit)
+            }
+        }
+    };
+}
+
 /// The writer: one per fleet (one thread; on PostgreSQL, the leader).
 pub trait Store: StoreRead + Send {
     /// The epoch this writer stamps on every row (0 on SQLite).

@@ -4,10 +4,7 @@
 //! leader's to write, and is dropped here. Every write the daemon makes outside the engine
 //! (metadata, operation states, the webhooks' cursors) is refused as [`StoreError::Fenced`].
 
-use super::{AuditRow, Committed, DeadLetter, DeliveryRecord, EventRow, JournalRecord};
-use super::{OperationRow, OperationState, OperationUpdate, ResourceMeta, RunModule};
-use super::{SnapshotRecord, Step, Store, StoreError, StoreRead, WebhookWrites};
-use std::collections::BTreeMap;
+use super::{Committed, OperationUpdate, Step, Store, StoreError, StoreRead, WebhookWrites};
 use std::sync::Arc;
 
 /// Opens another read connection to the same database.
@@ -35,34 +32,7 @@ fn refused(what: &str) -> StoreError {
     ))
 }
 
-macro_rules! delegate_reads {
-    ($($name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty;)*) => {
-        impl StoreRead for FollowerView {
-            $(fn $name(&self, $($arg: $ty),*) -> $ret { self.reads.$name($($arg),*) })*
-        }
-    };
-}
-
-delegate_reads! {
-    meta(key: &str) -> Result<Option<String>, StoreError>;
-    snapshot() -> Result<Option<SnapshotRecord>, StoreError>;
-    journal_after(after: u64) -> Result<Vec<JournalRecord>, StoreError>;
-    last_journal_seq() -> Result<u64, StoreError>;
-    journal_len() -> Result<u64, StoreError>;
-    operation(id: &str) -> Result<Option<OperationRow>, StoreError>;
-    operations_in(states: &[OperationState]) -> Result<Vec<OperationRow>, StoreError>;
-    events_after(after: u64, run: Option<&str>, limit: u32) -> Result<Vec<EventRow>, StoreError>;
-    last_event_seq() -> Result<u64, StoreError>;
-    resource(kind: &str, name: &str) -> Result<Option<ResourceMeta>, StoreError>;
-    resources(kind: &str) -> Result<Vec<ResourceMeta>, StoreError>;
-    audit_after(after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
-    audited(key: &str) -> Result<bool, StoreError>;
-    run_modules(run: &str) -> Result<Vec<RunModule>, StoreError>;
-    webhook_cursors() -> Result<BTreeMap<String, u64>, StoreError>;
-    dead_letters(subscription: &str, after: u64, limit: u32) -> Result<Vec<DeadLetter>, StoreError>;
-    dead_letter_count(subscription: &str) -> Result<u64, StoreError>;
-    deliveries(subscription: &str, before: Option<u64>, limit: u32) -> Result<Vec<(u64, DeliveryRecord)>, StoreError>;
-}
+crate::delegate_store_reads!(impl for FollowerView => reads);
 
 impl Store for FollowerView {
     fn epoch(&self) -> u64 {

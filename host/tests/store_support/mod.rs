@@ -396,59 +396,60 @@ pub fn a_delivery_log_keeps_its_newest_and_a_forgotten_subscription_leaves_nothi
     assert_eq!(store.deliveries("quiet", None, 10).unwrap().len(), 1);
 }
 
-/// A fault a [`Faulty`] store plays at its next commit of a step with operations.
+/// A fault a [`Faulty`] store plays at one of its next commits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// The step is written, and the commit fails all the same (its acknowledgement lost).
+    /// The step is written, and the commit fails all the same: the connection was lost while
+    /// waiting for COMMIT's answer.
     AckLost,
     /// The commit fails and writes nothing (the lease lost mid-step).
     Fenced,
-    /// The commit fails and writes nothing (a serialization failure, a timeout before it).
+    /// The commit fails and writes nothing: a serialization failure (SQLSTATE 40001), a
+    /// timeout before it.
     Failed,
 }
 
-/// A store that plays faults on the commits of steps that ask for cluster operations (the
-/// steps whose loss or doubling would matter), in the order queued, then behaves.
+/// The faults a [`Faulty`] store will play, in order; the test keeps a handle to queue more.
+pub type Faults = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Fault>>>;
+
+/// A store that plays queued faults on its commits, in order, then behaves.
 pub struct Faulty<S: Store> {
     pub inner: S,
-    pub faults: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Fault>>>,
+    pub faults: Faults,
+    /// Which commits play a fault: only the steps that ask for cluster operations (whose loss
+    /// or doubling would matter), or every step.
+    pub every_step: bool,
 }
 
-macro_rules! delegate_reads {
-    ($($name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty;)*) => {
-        impl<S: Store> StoreRead for Faulty<S> {
-            $(fn $name(&self, $($arg: $ty),*) -> $ret { self.inner.$name($($arg),*) })*
-        }
-    };
+impl<S: Store> Faulty<S> {
+    /// Faults played on the steps that ask for cluster operations.
+    pub fn on_operations(inner: S, faults: impl IntoIterator<Item = Fault>) -> (Self, Faults) {
+        let faults: Faults =
+            std::sync::Arc::new(std::sync::Mutex::new(faults.into_iter().collect()));
+        let store = Faulty {
+            inner,
+            faults: faults.clone(),
+            every_step: false,
+        };
+        (store, faults)
+    }
+
+    /// Faults played on the next commits, whatever their steps hold.
+    pub fn on_every_step(inner: S) -> (Self, Faults) {
+        let (mut store, faults) = Faulty::on_operations(inner, []);
+        store.every_step = true;
+        (store, faults)
+    }
 }
 
-delegate_reads! {
-    meta(key: &str) -> Result<Option<String>, StoreError>;
-    snapshot() -> Result<Option<SnapshotRecord>, StoreError>;
-    journal_after(after: u64) -> Result<Vec<JournalRecord>, StoreError>;
-    last_journal_seq() -> Result<u64, StoreError>;
-    journal_len() -> Result<u64, StoreError>;
-    operation(id: &str) -> Result<Option<waverun_host::store::OperationRow>, StoreError>;
-    operations_in(states: &[OperationState]) -> Result<Vec<waverun_host::store::OperationRow>, StoreError>;
-    events_after(after: u64, run: Option<&str>, limit: u32) -> Result<Vec<waverun_host::store::EventRow>, StoreError>;
-    last_event_seq() -> Result<u64, StoreError>;
-    resource(kind: &str, name: &str) -> Result<Option<ResourceMeta>, StoreError>;
-    resources(kind: &str) -> Result<Vec<ResourceMeta>, StoreError>;
-    audit_after(after: u64, limit: u32) -> Result<Vec<waverun_host::store::AuditRow>, StoreError>;
-    audited(key: &str) -> Result<bool, StoreError>;
-    run_modules(run: &str) -> Result<Vec<waverun_host::store::RunModule>, StoreError>;
-    webhook_cursors() -> Result<std::collections::BTreeMap<String, u64>, StoreError>;
-    dead_letters(subscription: &str, after: u64, limit: u32) -> Result<Vec<DeadLetter>, StoreError>;
-    dead_letter_count(subscription: &str) -> Result<u64, StoreError>;
-    deliveries(subscription: &str, before: Option<u64>, limit: u32) -> Result<Vec<(u64, DeliveryRecord)>, StoreError>;
-}
+waverun_host::delegate_store_reads!(impl<S: Store> for Faulty<S> => inner);
 
 impl<S: Store> Store for Faulty<S> {
     fn epoch(&self) -> u64 {
         self.inner.epoch()
     }
     fn commit(&mut self, step: &Step) -> Result<waverun_host::store::Committed, StoreError> {
-        let fault = if step.operations.is_empty() {
+        let fault = if step.operations.is_empty() && !self.every_step {
             None
         } else {
             self.faults.lock().unwrap().pop_front()
@@ -458,14 +459,15 @@ impl<S: Store> Store for Faulty<S> {
             Some(Fault::AckLost) => {
                 self.inner.commit(step)?;
                 Err(StoreError::Database(
-                    "injected fault: the commit's acknowledgement was lost".to_string(),
+                    "injected fault: the connection was lost waiting for COMMIT's answer"
+                        .to_string(),
                 ))
             }
             Some(Fault::Fenced) => Err(StoreError::Fenced(
                 "injected fault: the lease was lost mid-step".to_string(),
             )),
             Some(Fault::Failed) => Err(StoreError::Database(
-                "injected fault: could not serialize access (40001)".to_string(),
+                "injected fault: could not serialize access due to concurrent update (SQLSTATE 40001)".to_string(),
             )),
         }
     }
