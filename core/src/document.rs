@@ -27,6 +27,7 @@ use serde::de::{
     SeqAccess, Visitor,
 };
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -296,59 +297,101 @@ fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, (String, String)> {
 }
 
 /// A JSON value that keeps its keys in document order (and so can tell a key given twice).
+/// Strings and keys borrow from the text where it holds them unescaped: a large file is not
+/// copied twice on its way to the model.
 #[derive(Debug)]
-enum Node {
+enum Node<'t> {
     Null,
     Bool(bool),
     Number(serde_json::Number),
-    String(String),
-    Seq(Vec<Node>),
-    Map(Vec<(String, Node)>),
+    String(Cow<'t, str>),
+    Seq(Vec<Node<'t>>),
+    Map(Vec<(Cow<'t, str>, Node<'t>)>),
 }
 
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+/// A string of the text: borrowed where it has no escapes.
+struct Text<'t>(Cow<'t, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Text<'de>, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Node;
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Objects with more keys than this find a key given twice through a set, smaller ones by a
+/// scan of the keys so far (no allocation).
+const SCANNED_KEYS: usize = 16;
+
+impl<'de> Deserialize<'de> for Node<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node<'de>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Node<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON value")
             }
-            fn visit_unit<E>(self) -> Result<Node, E> {
+            fn visit_unit<E>(self) -> Result<Node<'de>, E> {
                 Ok(Node::Null)
             }
-            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+            fn visit_bool<E>(self, v: bool) -> Result<Node<'de>, E> {
                 Ok(Node::Bool(v))
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+            fn visit_u64<E>(self, v: u64) -> Result<Node<'de>, E> {
                 Ok(Node::Number(v.into()))
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+            fn visit_i64<E>(self, v: i64) -> Result<Node<'de>, E> {
                 Ok(Node::Number(v.into()))
             }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node<'de>, E> {
                 serde_json::Number::from_f64(v)
                     .map(Node::Number)
                     .ok_or_else(|| E::custom("a number must be finite"))
             }
-            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
-                Ok(Node::String(v.to_string()))
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Node<'de>, E> {
+                Ok(Node::String(Cow::Borrowed(v)))
             }
-            fn visit_string<E>(self, v: String) -> Result<Node, E> {
-                Ok(Node::String(v))
+            fn visit_str<E>(self, v: &str) -> Result<Node<'de>, E> {
+                Ok(Node::String(Cow::Owned(v.to_string())))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+            fn visit_string<E>(self, v: String) -> Result<Node<'de>, E> {
+                Ok(Node::String(Cow::Owned(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node<'de>, A::Error> {
                 let mut items = Vec::new();
                 while let Some(n) = a.next_element()? {
                     items.push(n);
                 }
                 Ok(Node::Seq(items))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut entries: Vec<(String, Node)> = Vec::new();
-                let mut seen = std::collections::BTreeSet::new();
-                while let Some(k) = a.next_key::<String>()? {
-                    if !seen.insert(k.clone()) {
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node<'de>, A::Error> {
+                let mut entries: Vec<(Cow<'de, str>, Node<'de>)> = Vec::new();
+                let mut seen: Option<std::collections::BTreeSet<Cow<'de, str>>> = None;
+                while let Some(Text(k)) = a.next_key::<Text<'de>>()? {
+                    let twice = if entries.len() < SCANNED_KEYS {
+                        entries.iter().any(|(e, _)| *e == k)
+                    } else {
+                        let seen = seen.get_or_insert_with(|| {
+                            entries.iter().map(|(e, _)| e.clone()).collect()
+                        });
+                        !seen.insert(k.clone())
+                    };
+                    if twice {
                         return Err(de::Error::custom(format!(
                             "the key {k:?} is given twice in one object"
                         )));
@@ -382,7 +425,7 @@ impl de::Error for NodeError {
 }
 
 /// Deserialises the typed model from a [`Node`]; a struct accepts only a mapping.
-struct NodeDeserializer<'a>(&'a Node);
+struct NodeDeserializer<'a>(&'a Node<'a>);
 
 impl NodeDeserializer<'_> {
     fn unexpected(&self) -> de::Unexpected<'_> {
@@ -508,7 +551,7 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
         v: V,
     ) -> Result<V::Value, NodeError> {
         match self.0 {
-            Node::String(s) => v.visit_enum(s.as_str().into_deserializer()),
+            Node::String(s) => v.visit_enum(s.as_ref().into_deserializer()),
             Node::Map(entries) if entries.len() == 1 => v.visit_enum(EnumDe(&entries[0])),
             other => Err(NodeError(format!(
                 "must be a name or a mapping with exactly one key, not {}",
@@ -527,7 +570,7 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
     }
 }
 
-fn what(n: &Node) -> &'static str {
+fn what(n: &Node<'_>) -> &'static str {
     match n {
         Node::Null => "null",
         Node::Bool(_) => "a boolean",
@@ -538,7 +581,7 @@ fn what(n: &Node) -> &'static str {
     }
 }
 
-struct SeqDe<'a>(std::slice::Iter<'a, Node>);
+struct SeqDe<'a>(std::slice::Iter<'a, Node<'a>>);
 
 impl<'de> SeqAccess<'de> for SeqDe<'_> {
     type Error = NodeError;
@@ -557,8 +600,8 @@ impl<'de> SeqAccess<'de> for SeqDe<'_> {
 }
 
 struct MapDe<'a> {
-    entries: std::slice::Iter<'a, (String, Node)>,
-    value: Option<&'a Node>,
+    entries: std::slice::Iter<'a, (Cow<'a, str>, Node<'a>)>,
+    value: Option<&'a Node<'a>>,
 }
 
 impl<'de> MapAccess<'de> for MapDe<'_> {
@@ -570,7 +613,7 @@ impl<'de> MapAccess<'de> for MapDe<'_> {
         match self.entries.next() {
             Some((k, v)) => {
                 self.value = Some(v);
-                seed.deserialize(k.as_str().into_deserializer()).map(Some)
+                seed.deserialize(k.as_ref().into_deserializer()).map(Some)
             }
             None => Ok(None),
         }
@@ -586,7 +629,7 @@ impl<'de> MapAccess<'de> for MapDe<'_> {
     }
 }
 
-struct EnumDe<'a>(&'a (String, Node));
+struct EnumDe<'a>(&'a (Cow<'a, str>, Node<'a>));
 
 impl<'de, 'a> de::EnumAccess<'de> for EnumDe<'a> {
     type Error = NodeError;
@@ -596,7 +639,7 @@ impl<'de, 'a> de::EnumAccess<'de> for EnumDe<'a> {
         seed: V,
     ) -> Result<(V::Value, NodeDeserializer<'a>), NodeError> {
         let (k, v) = self.0;
-        let variant = seed.deserialize(k.as_str().into_deserializer())?;
+        let variant = seed.deserialize(k.as_ref().into_deserializer())?;
         Ok((variant, NodeDeserializer(v)))
     }
 }
