@@ -80,9 +80,14 @@ fn text_rule(text: &str, max: usize) -> Result<(), String> {
 
 /// Validates a member. `path` prefixes every field path (e.g. `members[3]`).
 pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
-    check_name(&join(path, "name"), &m.name, errors);
+    // Paths are made only for errors: a valid 100,000-member fleet makes none.
+    if let Err(rule) = name_rule(&m.name) {
+        errors.push(join(path, "name"), format!("\"{}\" {rule}", m.name));
+    }
     if let Some(g) = &m.group {
-        check_name(&join(path, "group"), g, errors);
+        if let Err(rule) = name_rule(g) {
+            errors.push(join(path, "group"), format!("\"{g}\" {rule}"));
+        }
     }
     if m.labels.len() > MAX_LABELS_PER_MEMBER {
         // Refused whole, before any label is looked at: the cost stays bounded.
@@ -100,17 +105,17 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
         Some(&m.labels)
     };
     for (k, v) in labels.into_iter().flatten() {
-        let p = format!("{}[{k}]", join(path, "labels"));
+        let p = || format!("{}[{k}]", join(path, "labels"));
         if let Err(e) = validate_label_key(k) {
-            errors.push(&p, e);
+            errors.push(p(), e);
         } else if k.starts_with(SYSTEM_LABEL_PREFIX) {
             errors.push(
-                &p,
+                p(),
                 format!("labels with the prefix {SYSTEM_LABEL_PREFIX} are added by waverun and cannot be set"),
             );
         }
         if let Err(e) = validate_label_value(v) {
-            errors.push(&p, e);
+            errors.push(p(), e);
         }
     }
     if m.region.trim().is_empty() {
@@ -126,17 +131,17 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
     }
     let mut pools = BTreeSet::new();
     for (i, pool) in m.node_pools.iter().enumerate() {
-        let p = format!("{}[{i}]", join(path, "nodePools"));
+        let p = || format!("{}[{i}]", join(path, "nodePools"));
         if name_rule(&pool.name).is_err() {
-            check_name(&format!("{p}.name"), &pool.name, errors);
+            check_name(&format!("{}.name", p()), &pool.name, errors);
         } else if !pools.insert(pool.name.as_str()) {
             errors.push(
-                format!("{p}.name"),
+                format!("{}.name", p()),
                 format!("\"{}\" is used by two pools of this member", pool.name),
             );
         }
         if let Err(e) = validate_image_version(&pool.image_version) {
-            errors.push(format!("{p}.imageVersion"), e);
+            errors.push(format!("{}.imageVersion", p()), e);
         }
     }
     if let Some(w) = &m.maintenance.kubernetes {
@@ -146,7 +151,12 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
         w.validate(&join(path, "maintenance.nodeOS"), errors);
     }
     if let Some(p) = &m.provider {
-        check_name(&join(path, "provider.name"), &p.name, errors);
+        if let Err(rule) = name_rule(&p.name) {
+            errors.push(
+                join(path, "provider.name"),
+                format!("\"{}\" {rule}", p.name),
+            );
+        }
         if let Some(id) = &p.id {
             check_text(
                 &join(path, "provider.id"),
