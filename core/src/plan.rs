@@ -65,15 +65,31 @@ pub fn effective_labels(m: &Member) -> BTreeMap<String, String> {
     l
 }
 
+/// [`effective_labels`] without copying them: the member's own labels (but those the system
+/// labels replace) and the system labels.
+fn effective_label_pairs(m: &Member) -> impl Iterator<Item = (&str, &str)> {
+    let system = [
+        Some(("waverun.dev/region", m.region.as_str())),
+        Some(("waverun.dev/member-name", m.name.as_str())),
+        m.provider
+            .as_ref()
+            .map(|p| ("waverun.dev/provider", p.name.as_str())),
+    ];
+    let replaced = move |k: &str| system.iter().flatten().any(|(s, _)| *s == k);
+    m.labels
+        .iter()
+        .filter(move |(k, _)| !replaced(k))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .chain(system.into_iter().flatten())
+}
+
 /// Assigns members (sorted by name) to the groups of a strategy.
 ///
 /// A stage without groups but with a selector forms one implicit group named after the stage; a
 /// strategy with no selector anywhere and a stage without groups (the default strategy) takes
 /// every member. A member that lands in two groups is an error naming it and both groups.
 pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignment, Error> {
-    let labels: Vec<BTreeMap<String, String>> =
-        members.iter().map(|m| effective_labels(m)).collect();
-    let index = LabelIndex::new(labels.iter());
+    let index = LabelIndex::from_pairs(members.iter().map(|m| effective_label_pairs(m)));
     let mut by_group_name: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for (i, m) in members.iter().enumerate() {
         if let Some(g) = &m.group {
@@ -88,6 +104,11 @@ pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignme
             .as_ref()
             .map(|s| parse_sel(&s.by_label, &format!("stages[{si}].memberSelector.byLabel")))
             .transpose()?;
+        // The stage selector's members (ascending), which its groups' members must be among.
+        let stage_members = match (&stage_sel, stage.groups.is_empty()) {
+            (Some(sel), false) => Some(index.matching(sel)),
+            _ => None,
+        };
         let mut groups = Vec::new();
         if stage.groups.is_empty() {
             let ms: Vec<u32> = match &stage_sel {
@@ -107,8 +128,8 @@ pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignme
                         .cloned()
                         .unwrap_or_default(),
                 };
-                if let Some(sel) = &stage_sel {
-                    ms.retain(|i| sel.matches(&labels[*i as usize]));
+                if let Some(within) = &stage_members {
+                    ms.retain(|i| within.binary_search(i).is_ok());
                 }
                 groups.push(ms);
             }

@@ -687,11 +687,11 @@ fn check_prefix(prefix: &str) -> Result<(), String> {
 /// list of members having it and, per value, the ascending list of members having that
 /// value; per member it keeps its `(key id, value id)` pairs sorted by key id.
 #[derive(Clone, Debug, Default)]
-pub struct LabelIndex {
+pub struct LabelIndex<'a> {
     /// Key → key id (index into `keys`).
-    key_ids: BTreeMap<String, u32>,
+    key_ids: BTreeMap<&'a str, u32>,
     /// Per key id.
-    keys: Vec<KeyPostings>,
+    keys: Vec<KeyPostings<'a>>,
     /// Member `m`'s pairs are `pairs[starts[m]..starts[m + 1]]`.
     starts: Vec<usize>,
     /// `(key id, value id)`, sorted by key id within each member.
@@ -699,9 +699,9 @@ pub struct LabelIndex {
 }
 
 #[derive(Clone, Debug, Default)]
-struct KeyPostings {
+struct KeyPostings<'a> {
     /// Value → value id (index into `by_value`), per key.
-    value_ids: BTreeMap<String, u32>,
+    value_ids: BTreeMap<&'a str, u32>,
     /// Members (ascending) per value id.
     by_value: Vec<Vec<u32>>,
     /// Members (ascending) having the key.
@@ -728,12 +728,29 @@ fn to_u32(n: usize) -> u32 {
     u32::try_from(n).expect("label index holds at most u32::MAX members, keys and values")
 }
 
-impl LabelIndex {
+impl<'a> LabelIndex<'a> {
     /// Builds the index; member `i` has the `i`-th label map.
     ///
     /// # Panics
     /// With more than `u32::MAX` members.
-    pub fn new<'a>(labels: impl IntoIterator<Item = &'a BTreeMap<String, String>>) -> LabelIndex {
+    pub fn new(labels: impl IntoIterator<Item = &'a BTreeMap<String, String>>) -> LabelIndex<'a> {
+        LabelIndex::from_pairs(
+            labels
+                .into_iter()
+                .map(|l| l.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        )
+    }
+
+    /// Builds the index from each member's `(key, value)` pairs (keys distinct within a
+    /// member, in any order): member `i` has the `i`-th list. The index borrows the keys and
+    /// values: nothing is copied.
+    ///
+    /// # Panics
+    /// With more than `u32::MAX` members.
+    pub fn from_pairs<P>(labels: impl IntoIterator<Item = P>) -> LabelIndex<'a>
+    where
+        P: IntoIterator<Item = (&'a str, &'a str)>,
+    {
         let mut index = LabelIndex {
             starts: vec![0],
             ..LabelIndex::default()
@@ -742,21 +759,21 @@ impl LabelIndex {
             let m = to_u32(m);
             let first = index.pairs.len();
             for (k, v) in member_labels {
-                let kid = match index.key_ids.get(k.as_str()) {
+                let kid = match index.key_ids.get(k) {
                     Some(&id) => id,
                     None => {
                         let id = to_u32(index.keys.len());
-                        index.key_ids.insert(k.clone(), id);
+                        index.key_ids.insert(k, id);
                         index.keys.push(KeyPostings::default());
                         id
                     }
                 };
                 let postings = &mut index.keys[kid as usize];
-                let vid = match postings.value_ids.get(v.as_str()) {
+                let vid = match postings.value_ids.get(v) {
                     Some(&id) => id,
                     None => {
                         let id = to_u32(postings.by_value.len());
-                        postings.value_ids.insert(v.clone(), id);
+                        postings.value_ids.insert(v, id);
                         postings.by_value.push(Vec::new());
                         id
                     }

@@ -1,7 +1,7 @@
 //! Building a run's tree when it starts (or for a preview): the members it takes, resolved
 //! against the strategy, ordered by maintenance priority, with their limits and gates.
 
-use super::tree::{GroupRt, MemberRt, Node, Run, RunIndex, StageRt, Tier};
+use super::tree::{GroupRt, MemberRecord, MemberRt, Node, Run, RunIndex, StageRt, Tier};
 use super::Engine;
 use crate::error::Error;
 use crate::model::{Member, NodeImageSelectionType, Timestamp};
@@ -10,21 +10,30 @@ use std::collections::{BTreeMap, BTreeSet};
 
 impl Engine {
     pub(super) fn run_members<'a>(&'a self, run: &Run) -> Vec<&'a Member> {
+        self.run_member_records(run.member_filter.as_ref())
+            .map(|r| &r.spec)
+            .collect()
+    }
+
+    /// The members a run with the member filter `filter` takes, by name.
+    fn run_member_records<'a, 'f>(
+        &'a self,
+        filter: Option<&'f BTreeSet<String>>,
+    ) -> impl Iterator<Item = &'a MemberRecord> + use<'a, 'f> {
         self.members
             .values()
-            .map(|r| &r.spec)
-            .filter(|m| {
-                run.member_filter
-                    .as_ref()
-                    .is_none_or(|f| f.contains(&m.name))
-            })
-            .collect()
+            .filter(move |r| filter.is_none_or(|f| f.contains(&r.spec.name)))
     }
 
     /// Resolves the member set and builds the stage / group / member tree at `now`.
     pub(super) fn build_tree(&self, run: &mut Run, now: Timestamp) -> Result<(), Error> {
-        let members = self.run_members(run);
+        let records: Vec<&MemberRecord> = self
+            .run_member_records(run.member_filter.as_ref())
+            .collect();
+        let members: Vec<&Member> = records.iter().map(|r| &r.spec).collect();
         let assignment = assign(&members, &run.strategy)?;
+        // Where each member (by its position in `members`, which is name order) lands.
+        let mut places: Vec<Option<(u32, u32, u32)>> = vec![None; members.len()];
         if run.target.selection == NodeImageSelectionType::Consistent && !run.pinned_images {
             let in_run: Vec<&Member> = assignment
                 .stages
@@ -36,43 +45,41 @@ impl Engine {
             run.target.images = select_consistent(&in_run, &self.catalog, now);
         }
         let mut stages = Vec::with_capacity(run.strategy.stages.len());
-        let mut index = BTreeMap::new();
         for (si, stage) in run.strategy.stages.iter().enumerate() {
             let count: u32 = assignment.stages[si].iter().map(|g| g.len() as u32).sum();
             let (mc, maf) = stage_limits(stage, count);
             let mut groups = Vec::new();
             for (gi, ms) in assignment.stages[si].iter().enumerate() {
                 let (gmc, gmaf) = group_limits(stage, gi, ms.len() as u32, mc);
-                let mut ordered: Vec<(crate::window::WindowPriority, &Member)> = ms
+                // (priority, position: name order, has a window)
+                let mut ordered: Vec<(crate::window::WindowPriority, u32, bool)> = ms
                     .iter()
-                    .map(|i| {
-                        let m = members[*i as usize];
-                        let w = self.members[&m.name].window(run.target.upgrade_type);
-                        (plan::priority(w, now), m)
+                    .map(|&i| {
+                        let w = records[i as usize].window(run.target.upgrade_type);
+                        (plan::priority(w, now), i, w.is_some())
                     })
                     .collect();
-                ordered.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+                ordered.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
                 let rts: Vec<MemberRt> = ordered
                     .iter()
-                    .map(|(_, m)| MemberRt {
-                        name: m.name.clone(),
-                        node: Node::default(),
-                        message: None,
-                        operation_id: None,
-                        kubernetes_version: None,
-                        node_images: Vec::new(),
-                        pending: None,
-                        skip_reason: None,
-                        preflight: None,
-                        checks: Vec::new(),
-                        has_window: self.members[&m.name]
-                            .window(run.target.upgrade_type)
-                            .is_some(),
+                    .enumerate()
+                    .map(|(mi, &(_, i, has_window))| {
+                        places[i as usize] = Some((si as u32, gi as u32, mi as u32));
+                        MemberRt {
+                            name: members[i as usize].name.clone(),
+                            node: Node::default(),
+                            message: None,
+                            operation_id: None,
+                            kubernetes_version: None,
+                            node_images: Vec::new(),
+                            pending: None,
+                            skip_reason: None,
+                            preflight: None,
+                            checks: Vec::new(),
+                            has_window,
+                        }
                     })
                     .collect();
-                for (mi, m) in rts.iter().enumerate() {
-                    index.insert(m.name.clone(), (si as u32, gi as u32, mi as u32));
-                }
                 let g = stage.groups.get(gi);
                 let no_gates = Vec::new();
                 groups.push(GroupRt {
@@ -103,7 +110,12 @@ impl Engine {
         }
         run.index = RunIndex::build(&stages);
         run.stages = stages;
-        run.member_index = index;
+        // Built in name order: one bulk build instead of a search per member.
+        run.member_index = members
+            .iter()
+            .zip(places)
+            .filter_map(|(m, place)| place.map(|p| (m.name.clone(), p)))
+            .collect::<BTreeMap<_, _>>();
         Ok(())
     }
 }
