@@ -3,7 +3,12 @@
 //! ```text
 //! cargo bench -p waverun-tests --bench rollout            # full run (a few minutes at most)
 //! cargo bench -p waverun-tests --bench rollout -- --quick # CI smoke: small sizes, one repetition
+//! cargo bench -p waverun-tests --bench rollout -- --only=rollout --shape=100x50x20  # (a)/(b) at 100,000
+//! cargo bench -p waverun-tests --bench rollout -- --emit-scenario=s100k.json --shape=100x50x20
 //! ```
+//!
+//! The last writes the 100,000-member scenario (100 stages × 50 groups × 20) as JSON for
+//! `waverun simulate -o json s100k.json` (issue 26's whole-process figure).
 //!
 //! Sections:
 //! - (a) a full simulated rollout (`waverun_core::sim::simulate`'s three parts) of a 10,000-member
@@ -11,7 +16,7 @@
 //!   events and inputs, time per event;
 //! - (b) the latency of every engine input (`Engine::handle_input` + draining its outputs) over
 //!   the same rollout, driven directly the way the simulator drives the engine;
-//! - (c) the same rollout at 1,000, 10,000 and 20,000 members (per-event cost must stay flat);
+//! - (c) the same rollout at 1,000 to 100,000 members (per-event cost must stay flat);
 //! - (d) `plan` of 10,000 members against 1,000 label-selector groups;
 //! - (e) 10,000 stages of one member each with two auto-approved Approval gates per stage (one
 //!   before, one after), against the same stages without gates: what grows with the number of
@@ -556,6 +561,20 @@ fn section_gates(cfg: &Config, stages: usize) {
     }
 }
 
+/// `STAGESxGROUPSxMEMBERS`, e.g. `20x50x10`.
+fn parse_shape(text: &str) -> Shape {
+    let n: Vec<usize> = text
+        .split('x')
+        .map(|n| n.parse().expect("--shape=STAGESxGROUPSxMEMBERS"))
+        .collect();
+    assert!(n.len() == 3, "--shape=STAGESxGROUPSxMEMBERS");
+    Shape {
+        stages: n[0],
+        groups: n[1],
+        per_group: n[2],
+    }
+}
+
 const SECTIONS: [&str; 4] = ["rollout", "scaling", "plan", "gates"];
 
 fn main() {
@@ -575,10 +594,16 @@ fn main() {
     let want = |s: &str| only.as_deref().is_none_or(|o| o == s);
     // Internal: set on the per-section child processes.
     let child = args.iter().any(|a| a == "--child");
-    // `--emit-scenario=PATH` writes the 10,000-member scenario (JSON, which `waverun simulate`
-    // reads) and exits: for profiling the CLI, or diffing reports across engine changes.
+    // `--shape=STAGESxGROUPSxMEMBERS` replaces the (a)/(b) fleet (e.g. `--shape=20x50x10`).
+    let shape_arg = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--shape="))
+        .map(parse_shape);
+    // `--emit-scenario=PATH` writes the 10,000-member scenario, or `--shape`'s (JSON, which
+    // `waverun simulate` reads), and exits: for profiling the CLI, or diffing reports across
+    // engine changes. The issue's 100,000-member fleet: `--shape=100x50x20`.
     if let Some(path) = args.iter().find_map(|a| a.strip_prefix("--emit-scenario=")) {
-        let sc = scenario(Shape::FLEET_10K, Grouping::Mixed);
+        let sc = scenario(shape_arg.unwrap_or(Shape::FLEET_10K), Grouping::Mixed);
         let text = serde_json::to_string(&sc).expect("scenario serialises");
         std::fs::write(path, text).expect("write scenario");
         return;
@@ -630,26 +655,27 @@ fn main() {
     } else {
         (
             shape(10, 50),
-            vec![shape(10, 5), shape(1, 50), shape(10, 50), shape(20, 50)],
+            vec![
+                shape(10, 5),
+                shape(1, 50),
+                shape(10, 50),
+                shape(20, 50),
+                // The issue's large fleets: 50,000 and 100,000 members, 50 groups per stage.
+                Shape {
+                    stages: 50,
+                    groups: 50,
+                    per_group: 20,
+                },
+                Shape {
+                    stages: 100,
+                    groups: 50,
+                    per_group: 20,
+                },
+            ],
             shape(10, 50),
         )
     };
-    // `--shape=STAGESxGROUPSxMEMBERS` replaces the (a)/(b) fleet (e.g. `--shape=20x50x10`).
-    let rollout = match args.iter().find_map(|a| a.strip_prefix("--shape=")) {
-        Some(text) => {
-            let n: Vec<usize> = text
-                .split('x')
-                .map(|n| n.parse().expect("--shape=STAGESxGROUPSxMEMBERS"))
-                .collect();
-            assert!(n.len() == 3, "--shape=STAGESxGROUPSxMEMBERS");
-            Shape {
-                stages: n[0],
-                groups: n[1],
-                per_group: n[2],
-            }
-        }
-        None => rollout,
-    };
+    let rollout = shape_arg.unwrap_or(rollout);
     if want("rollout") {
         section_rollout(&cfg, rollout);
     }
