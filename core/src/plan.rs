@@ -54,19 +54,16 @@ pub struct Assignment {
 }
 
 /// The labels a selector sees: the member's own plus `waverun.dev/region`,
-/// `waverun.dev/member-name` and `waverun.dev/provider`.
+/// `waverun.dev/member-name` and `waverun.dev/provider` (which replace a label of the member's
+/// own with the same key). Collected from [`effective_label_pairs`], the one place of the rule.
 pub fn effective_labels(m: &Member) -> BTreeMap<String, String> {
-    let mut l = m.labels.clone();
-    l.insert("waverun.dev/region".into(), m.region.clone());
-    l.insert("waverun.dev/member-name".into(), m.name.clone());
-    if let Some(p) = &m.provider {
-        l.insert("waverun.dev/provider".into(), p.name.clone());
-    }
-    l
+    effective_label_pairs(m)
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
-/// [`effective_labels`] without copying them: the member's own labels (but those the system
-/// labels replace) and the system labels.
+/// [`effective_labels`] without copying them, in no particular order: the member's own labels
+/// (but those the system labels replace) and the system labels.
 fn effective_label_pairs(m: &Member) -> impl Iterator<Item = (&str, &str)> {
     let system = [
         Some(("waverun.dev/region", m.region.as_str())),
@@ -629,5 +626,32 @@ fn push_gates(
             needs_human: g.gate_type == GateType::Approval,
             health_check: g.health_check.clone(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(json: serde_json::Value) -> Member {
+        serde_json::from_value(json).expect("a valid member")
+    }
+
+    #[test]
+    fn system_labels_replace_a_members_own_labels_of_the_same_key() {
+        let m = member(serde_json::json!({
+            "name": "m1", "region": "westeurope", "kubernetesVersion": "1.32.7",
+            "labels": {"env": "prod", "waverun.dev/region": "mars"},
+        }));
+        let labels = effective_labels(&m);
+        assert_eq!(labels["waverun.dev/region"], "westeurope");
+        assert_eq!(labels["waverun.dev/member-name"], "m1");
+        assert_eq!(labels["env"], "prod");
+        assert!(!labels.contains_key("waverun.dev/provider"));
+        // The borrowed pairs the index reads hold the same labels, each key once.
+        let mut pairs: Vec<_> = effective_label_pairs(&m).collect();
+        pairs.sort_unstable();
+        let collected: Vec<_> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(pairs, collected);
     }
 }
