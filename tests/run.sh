@@ -19,9 +19,13 @@ cargo build --release --target wasm32-unknown-unknown -p waverun-core-probe -p w
 # for the host alone (without the other members, e.g. bindings/web's wasm-bindgen, and without
 # the dev-dependencies, e.g. wat and proptest, which all enable features of crates under
 # wasmtime) and compile wasmtime a second time. The Wasm hosts' tests below use this build's target/debug/waverun and
-# target/debug/examples/scenario_json, and `cargo test --workspace` finds it fresh.
+# target/debug/examples/scenario_json, and `cargo test --workspace` finds it fresh. Its messages
+# name every test executable (tests/suites.py: suites run on their own below use them as built
+# here; `cargo test --test NAME` would resolve features again and recompile the workspace).
 echo "== native build (cargo test --workspace --no-run) [${SECONDS}s]"
-cargo test --workspace --no-run
+mkdir -p target
+cargo test --workspace --no-run --message-format=json-render-diagnostics > target/test-build.jsonl
+python3 tests/suites.py index target/test-build.jsonl target/test-executables.tsv
 
 # [browser package] (bindings/web): the wasm-bindgen package (build.sh: pinned wasm-bindgen-cli,
 # wasm-opt from npm binaryen), then its tests under Node and headless Chromium; the differential
@@ -80,8 +84,17 @@ if ! cmp -s tests/webhooks/requirements.txt "$WH_VENV/requirements.txt"; then
   cp tests/webhooks/requirements.txt "$WH_VENV/requirements.txt"
 fi
 
-echo "== rust tests [${SECONDS}s]"
-cargo test --workspace
+# [suites that wait on real time] these four spend minutes waiting for a fake ARM's operations,
+# webhook retries and leader leases (a few seconds of CPU each): they run side by side after
+# the others, each from its own executable, instead of one after another inside `cargo test`.
+WALL_CLOCK_SUITES=(serve_aks serve_aks_crash serve_webhooks serve_ha)
+mapfile -t LEAVE_OUT < <(python3 tests/suites.py skips target/test-executables.tsv "${WALL_CLOCK_SUITES[@]}")
+
+echo "== rust tests (but ${WALL_CLOCK_SUITES[*]}) [${SECONDS}s]"
+cargo test --workspace -- "${LEAVE_OUT[@]}"
+
+echo "== rust tests that wait on real time, side by side: ${WALL_CLOCK_SUITES[*]} [${SECONDS}s]"
+python3 tests/suites.py run target/test-executables.tsv target/wall-clock-suites "${WALL_CLOCK_SUITES[@]}"
 
 # [the daemon suite on PostgreSQL] the same tests of the daemon — API, bad input, crashes, the
 # CLI, the end-to-end run, profiles, the portal — again with every daemon's state on
@@ -93,8 +106,9 @@ PG_SUITE_DIR=$(mktemp -d)
 trap 'tests/postgres-server.sh stop "$PG_SUITE_DIR"' EXIT
 WAVERUN_TEST_POSTGRES=$(tests/postgres-server.sh start "$PG_SUITE_DIR")
 export WAVERUN_TEST_POSTGRES
-cargo test --workspace --test serve_api --test serve_bad_input --test serve_crash \
-  --test cli_client --test serve_e2e --test serve_profiles
+for suite in serve_api serve_bad_input serve_crash cli_client serve_e2e serve_profiles; do
+  python3 tests/suites.py run target/test-executables.tsv target/postgres-suites "$suite"
+done
 node --test web/test/portal.test.mjs
 unset WAVERUN_TEST_POSTGRES
 
