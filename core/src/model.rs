@@ -85,9 +85,11 @@ pub enum OsType {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Maintenance {
+    // Both windows are boxed: most members have none, and the engine holds a `Member` per
+    // fleet member (16 bytes each instead of 224).
     /// Governs `Full` and `ControlPlaneOnly` upgrades.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubernetes: Option<MaintenanceWindow>,
+    pub kubernetes: Option<Box<MaintenanceWindow>>,
     /// Governs `NodeImageOnly` upgrades.
     #[serde(
         default,
@@ -95,7 +97,7 @@ pub struct Maintenance {
         alias = "nodeOs",
         skip_serializing_if = "Option::is_none"
     )]
-    pub node_os: Option<MaintenanceWindow>,
+    pub node_os: Option<Box<MaintenanceWindow>>,
 }
 
 impl Maintenance {

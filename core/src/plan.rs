@@ -55,29 +55,60 @@ pub struct Assignment {
 
 /// The labels a selector sees: the member's own plus `waverun.dev/region`,
 /// `waverun.dev/member-name` and `waverun.dev/provider` (which replace a label of the member's
-/// own with the same key). Collected from [`effective_label_pairs`], the one place of the rule.
+/// own with the same key). Collected from [`Assignable::label_pairs`], the one place of the rule.
 pub fn effective_labels(m: &Member) -> BTreeMap<String, String> {
-    effective_label_pairs(m)
+    m.label_pairs()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
 }
 
-/// [`effective_labels`] without copying them, in no particular order: the member's own labels
-/// (but those the system labels replace) and the system labels.
-fn effective_label_pairs(m: &Member) -> impl Iterator<Item = (&str, &str)> {
-    let system = [
-        Some(("waverun.dev/region", m.region.as_str())),
-        Some(("waverun.dev/member-name", m.name.as_str())),
-        m.provider
-            .as_ref()
-            .map(|p| ("waverun.dev/provider", p.name.as_str())),
-    ];
-    let replaced = move |k: &str| system.iter().flatten().any(|(s, _)| *s == k);
-    m.labels
-        .iter()
-        .filter(move |(k, _)| !replaced(k))
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .chain(system.into_iter().flatten())
+/// What [`assign`] reads of a member: the engine's [`Member`], or a scenario's member, which
+/// is checked before any engine has a copy of it.
+pub trait Assignable {
+    /// The member's name.
+    fn name(&self) -> &str;
+    /// The update group the member names, if any.
+    fn group(&self) -> Option<&str>;
+    /// The member's own labels.
+    fn own_labels(&self) -> &BTreeMap<String, String>;
+    /// The member's region.
+    fn region(&self) -> &str;
+    /// The name of the member's provider, if any.
+    fn provider_name(&self) -> Option<&str>;
+
+    /// [`effective_labels`] without copying them, in no particular order: the member's own
+    /// labels (but those the system labels replace) and the system labels.
+    fn label_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        let system = [
+            Some(("waverun.dev/region", self.region())),
+            Some(("waverun.dev/member-name", self.name())),
+            self.provider_name().map(|p| ("waverun.dev/provider", p)),
+        ];
+        let replaced = move |k: &str| system.iter().flatten().any(|(s, _)| *s == k);
+        self.own_labels()
+            .iter()
+            .filter(move |(k, _)| !replaced(k))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(system.into_iter().flatten())
+    }
+}
+
+impl Assignable for Member {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn group(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+    fn own_labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+    fn region(&self) -> &str {
+        &self.region
+    }
+    fn provider_name(&self) -> Option<&str> {
+        self.provider.as_ref().map(|p| p.name.as_str())
+    }
 }
 
 /// Assigns members (sorted by name) to the groups of a strategy.
@@ -85,12 +116,15 @@ fn effective_label_pairs(m: &Member) -> impl Iterator<Item = (&str, &str)> {
 /// A stage without groups but with a selector forms one implicit group named after the stage; a
 /// strategy with no selector anywhere and a stage without groups (the default strategy) takes
 /// every member. A member that lands in two groups is an error naming it and both groups.
-pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignment, Error> {
-    let index = LabelIndex::from_pairs(members.iter().map(|m| effective_label_pairs(m)));
+pub fn assign<M: Assignable>(
+    members: &[&M],
+    strategy: &UpdateStrategy,
+) -> Result<Assignment, Error> {
+    let index = LabelIndex::from_pairs(members.iter().map(|m| m.label_pairs()));
     let mut by_group_name: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for (i, m) in members.iter().enumerate() {
-        if let Some(g) = &m.group {
-            by_group_name.entry(g.as_str()).or_default().push(i as u32);
+        if let Some(g) = m.group() {
+            by_group_name.entry(g).or_default().push(i as u32);
         }
     }
     let mut owner: Vec<Option<(u32, u32)>> = vec![None; members.len()];
@@ -140,7 +174,7 @@ pub fn assign(members: &[&Member], strategy: &UpdateStrategy) -> Result<Assignme
                         ErrorCode::MemberInTwoGroups,
                         format!(
                             "member \"{}\" matches both group \"{first}\" (stage \"{}\") and group \"{second}\" (stage \"{}\"); a member may be in one group only",
-                            members[i as usize].name,
+                            members[i as usize].name(),
                             strategy.stages[ps as usize].name,
                             stage.name
                         ),
@@ -234,8 +268,8 @@ pub fn group_limits(stage: &Stage, gi: usize, members: u32, stage_mc: u32) -> (u
 /// The window that governs a member for an upgrade type.
 pub fn governing_window(m: &Member, t: UpgradeType) -> Option<&crate::window::MaintenanceWindow> {
     match t {
-        UpgradeType::NodeImageOnly => m.maintenance.node_os.as_ref(),
-        _ => m.maintenance.kubernetes.as_ref(),
+        UpgradeType::NodeImageOnly => m.maintenance.node_os.as_deref(),
+        _ => m.maintenance.kubernetes.as_deref(),
     }
 }
 
@@ -649,9 +683,12 @@ mod tests {
         assert_eq!(labels["env"], "prod");
         assert!(!labels.contains_key("waverun.dev/provider"));
         // The borrowed pairs the index reads hold the same labels, each key once.
-        let mut pairs: Vec<_> = effective_label_pairs(&m).collect();
+        let mut pairs: Vec<_> = m.label_pairs().collect();
         pairs.sort_unstable();
-        let collected: Vec<_> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let collected: Vec<_> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         assert_eq!(pairs, collected);
     }
 }

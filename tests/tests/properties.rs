@@ -682,8 +682,14 @@ fn build(g: &GenScenario) -> Scenario {
                 kubernetes_version: VERSIONS[m.version % VERSIONS.len()].to_string(),
                 node_pools: pools,
                 maintenance: Maintenance {
-                    kubernetes: m.kubernetes_window.as_ref().map(|w| build_window(w, start)),
-                    node_os: m.node_os_window.as_ref().map(|w| build_window(w, start)),
+                    kubernetes: m
+                        .kubernetes_window
+                        .as_ref()
+                        .map(|w| Box::new(build_window(w, start))),
+                    node_os: m
+                        .node_os_window
+                        .as_ref()
+                        .map(|w| Box::new(build_window(w, start))),
                 },
                 long_term_support: false,
                 provider: None,

@@ -54,6 +54,38 @@ fn every_scenario_file_loads_validates_and_reaches_a_terminal_state() {
     }
 }
 
+/// `waverun simulate -o json` writes the timeline while the simulation runs
+/// (`Simulation::stream_report`): over every scenario file here, with and without profiles,
+/// health checks or operator actions, the bytes are those of the finished report.
+#[test]
+fn a_streamed_report_is_byte_for_byte_the_finished_report() {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("a readable directory") {
+            let path = e.expect("directory entry").path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|x| x == "yaml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    files(&scenarios_dir(), &mut paths);
+    assert!(paths.len() >= 20, "only {} scenario files", paths.len());
+    for path in paths {
+        let scenario = waverun_host::load_scenario(&path).expect("a valid scenario");
+        let finished = serde_json::to_string_pretty(&simulate(&scenario).expect("simulates"))
+            .expect("serialises");
+        let mut sim = Simulation::from_scenario(scenario).expect("sets up");
+        let streamed = serde_json::to_string_pretty(&sim.stream_report()).expect("serialises");
+        assert!(
+            streamed == finished,
+            "{}: the streamed report differs from the finished one",
+            path.display()
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // concurrency-fixed.yaml: stage "4", groups "2" and "2".
 

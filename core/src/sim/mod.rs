@@ -33,6 +33,9 @@ use crate::error::Error;
 use crate::event::{Event, Fact, HostCommand, Output};
 use crate::model::{GateType, Member, Timestamp};
 use crate::state::State;
+use serde::ser::{SerializeSeq, SerializeStruct};
+use serde::Serialize;
+use std::cell::RefCell;
 
 /// The plan of a scenario at its start (`waverun plan`): its run's plan (warnings named by their
 /// path in the file, under `run`) and what each profile would generate now. Errors only when
@@ -66,12 +69,10 @@ pub fn simulate(scenario: &Scenario) -> Result<SimulationReport, Error> {
     Ok(sim.into_report())
 }
 
-/// [`simulate`], the scenario consumed: it is dropped once the simulation is set up (the
-/// engine holds its own copy of the fleet), so that a large fleet is not held twice while it
-/// runs. The same report.
+/// [`simulate`], the scenario consumed: its members move into the engine as it is set up
+/// ([`Simulation::from_scenario`]), so that a large fleet is never held twice. The same report.
 pub fn simulate_owned(scenario: Scenario) -> Result<SimulationReport, Error> {
-    let mut sim = Simulation::new(&scenario)?;
-    drop(scenario);
+    let mut sim = Simulation::from_scenario(scenario)?;
     sim.run_to_end();
     Ok(sim.into_report())
 }
@@ -95,6 +96,10 @@ pub struct Simulation<E: EngineDriver = Engine, F: Fleet = SimulatedFleet> {
     until: Timestamp,
     now: Timestamp,
     done: bool,
+    /// The runs the report shows, as known from the timeline entries already handed out by
+    /// [`Simulation::stream_report`] (`(run, profile)`); the entries still in the timeline add
+    /// to it when the report is made.
+    reported_runs: Vec<(String, Option<String>)>,
 }
 
 /// The engine's surroundings in a simulation: the simulated fleet takes the upgrades, the
@@ -164,6 +169,13 @@ impl Simulation<Engine> {
         Simulation::with_engine(scenario, Engine::new(scenario.start))
     }
 
+    /// [`Simulation::new`], the scenario consumed: each member moves into the engine
+    /// ([`Scenario::into_setup_commands`]) instead of being copied.
+    pub fn from_scenario(scenario: Scenario) -> Result<Simulation, Error> {
+        let (engine, fleet) = (Engine::new(scenario.start), SimulatedFleet::new(&scenario));
+        Simulation::with_fleet_owned(scenario, engine, fleet)
+    }
+
     /// The engine (for inspection).
     pub fn engine(&self) -> &Engine {
         &self.engine
@@ -225,6 +237,7 @@ impl Simulation<Engine> {
             until,
             now,
             done: false,
+            reported_runs: vec![(run.to_string(), None)],
         };
         for id in awaited {
             let answer = Input::Observation(crate::engine::Observation::CheckMeasured {
@@ -274,40 +287,50 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
     /// Validates the scenario and sets up `engine` (empty, its clock at `start`) on `fleet`,
     /// which should behave as the scenario says ([`SharedFleet::new`]): the engine's host may
     /// submit to it directly, the simulation takes results from it as its clock moves.
-    pub fn with_fleet(
-        scenario: &Scenario,
+    pub fn with_fleet(scenario: &Scenario, engine: E, fleet: F) -> Result<Simulation<E, F>, Error> {
+        Simulation::with_fleet_owned(scenario.clone(), engine, fleet)
+    }
+
+    /// [`Simulation::with_fleet`], the scenario consumed: its members move into the engine.
+    pub fn with_fleet_owned(
+        mut scenario: Scenario,
         mut engine: E,
         fleet: F,
     ) -> Result<Simulation<E, F>, Error> {
         scenario.validate()?;
         let start = scenario.start;
-        let setup = scenario.setup_commands();
-        for (path, cmd) in setup {
-            engine
-                .handle_input(start, Input::Command(cmd))
-                .map_err(|e| prefix(e, &path))?;
-        }
         let joins = scenario
             .joins()
             .into_iter()
             .map(|(at, i)| (at, scenario.members[i].member()))
             .collect();
+        let world = World {
+            fleet,
+            auto_approve: scenario.auto_approve,
+            many_runs: !scenario.profiles.is_empty(),
+            timeline: Vec::new(),
+        };
+        let run = scenario.run_name().map(str::to_string);
+        let actions = std::mem::take(&mut scenario.actions);
+        let until = scenario.horizon();
+        for (path, cmd) in scenario.into_setup_commands() {
+            engine
+                .handle_input(start, Input::Command(cmd))
+                .map_err(|e| prefix(e, &path))?;
+        }
+        let reported_runs = run.iter().map(|r| (r.clone(), None)).collect();
         let mut sim = Simulation {
             engine,
-            world: World {
-                fleet,
-                auto_approve: scenario.auto_approve,
-                many_runs: !scenario.profiles.is_empty(),
-                timeline: Vec::new(),
-            },
-            run: scenario.run_name().map(str::to_string),
-            actions: scenario.actions.clone(),
+            world,
+            run,
+            actions,
             next_action: 0,
             joins,
             next_join: 0,
-            until: scenario.horizon(),
+            until,
             now: start,
             done: false,
+            reported_runs,
         };
         // Creation events are bookkeeping, not part of the run's timeline.
         while sim.engine.poll_output().is_some() {}
@@ -465,26 +488,53 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
     /// The report, the simulation consumed: its timeline moves into the report instead of
     /// being copied (a 100,000-member rollout has some 200,000 events).
     pub fn into_report(mut self) -> SimulationReport {
+        self.take_report()
+    }
+
+    /// [`Simulation::into_report`], the simulation kept (its timeline is left empty): for a
+    /// caller that decides itself when, or whether, the engine is dropped.
+    pub fn take_report(&mut self) -> SimulationReport {
         let timeline = std::mem::take(&mut self.world.timeline);
         self.report_with(timeline)
     }
 
-    fn report_with(&mut self, timeline: Vec<Event>) -> SimulationReport {
-        let mut names: Vec<(String, Option<String>)> = Vec::new();
-        if let Some(run) = &self.run {
-            names.push((run.clone(), None));
+    /// The report as a value that runs the simulation to its end while it is serialized: the
+    /// timeline is written entry by entry as the simulation steps, never held whole (a
+    /// 100,000-member rollout's is over 200,000 events), then the runs and the summary.
+    /// Serializes exactly as the report of [`Simulation::into_report`] after
+    /// [`Simulation::run_to_end`].
+    pub fn stream_report(&mut self) -> StreamedReport<'_, E, F> {
+        StreamedReport(RefCell::new(self))
+    }
+
+    /// Takes the timeline's entries so far out of the simulation (for [`StreamedReport`]),
+    /// remembering the runs they generated or deleted.
+    fn hand_out_timeline(&mut self) -> Vec<Event> {
+        let entries = std::mem::take(&mut self.world.timeline);
+        self.note_runs(&entries);
+        entries
+    }
+
+    fn note_runs(&mut self, entries: &[Event]) {
+        if !self.world.many_runs {
+            return;
         }
-        if self.world.many_runs {
-            for e in &timeline {
-                match &e.fact {
-                    Fact::RunGenerated { profile, .. } if !names.iter().any(|n| n.0 == e.run) => {
-                        names.push((e.run.clone(), Some(profile.clone())));
-                    }
-                    Fact::RunDeleted => names.retain(|n| n.0 != e.run),
-                    _ => {}
+        let names = &mut self.reported_runs;
+        for e in entries {
+            match &e.fact {
+                Fact::RunGenerated { profile, .. } if !names.iter().any(|n| n.0 == e.run) => {
+                    names.push((e.run.clone(), Some(profile.clone())));
                 }
+                Fact::RunDeleted => names.retain(|n| n.0 != e.run),
+                _ => {}
             }
         }
+    }
+
+    fn report_with(&mut self, timeline: Vec<Event>) -> SimulationReport {
+        let handed_out = self.reported_runs.clone();
+        self.note_runs(&timeline);
+        let names = std::mem::replace(&mut self.reported_runs, handed_out);
         let mut runs = Vec::new();
         for (name, profile) in names {
             if let Ok(status) = self.engine.run_status(&name) {
@@ -509,6 +559,50 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
             runs,
             summary,
         }
+    }
+}
+
+/// [`Simulation::stream_report`]: a report that runs its simulation as it is serialized.
+pub struct StreamedReport<'s, E: EngineDriver, F: Fleet>(RefCell<&'s mut Simulation<E, F>>);
+
+impl<E: EngineDriver, F: Fleet> Serialize for StreamedReport<'_, E, F> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // The fields of `SimulationReport`, in its order and with its rules.
+        let mut report = serializer.serialize_struct("SimulationReport", 4)?;
+        report.serialize_field("timeline", &StreamedTimeline(&self.0))?;
+        let rest = self.0.borrow_mut().take_report();
+        match &rest.run {
+            Some(run) => report.serialize_field("run", run)?,
+            None => report.skip_field("run")?,
+        }
+        match rest.runs.is_empty() {
+            false => report.serialize_field("runs", &rest.runs)?,
+            true => report.skip_field("runs")?,
+        }
+        report.serialize_field("summary", &rest.summary)?;
+        report.end()
+    }
+}
+
+/// The timeline of a [`StreamedReport`]: the simulation steps to its end as it is written.
+struct StreamedTimeline<'r, 's, E: EngineDriver, F: Fleet>(&'r RefCell<&'s mut Simulation<E, F>>);
+
+impl<E: EngineDriver, F: Fleet> Serialize for StreamedTimeline<'_, '_, E, F> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut sim = self.0.borrow_mut();
+        let mut seq = serializer.serialize_seq(None)?;
+        loop {
+            for entry in sim.hand_out_timeline() {
+                seq.serialize_element(&entry)?;
+            }
+            if !sim.step() {
+                break;
+            }
+        }
+        for entry in sim.hand_out_timeline() {
+            seq.serialize_element(&entry)?;
+        }
+        seq.end()
     }
 }
 

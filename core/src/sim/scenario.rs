@@ -237,19 +237,42 @@ pub struct ScenarioMember {
     pub joins_at: Option<Timestamp>,
 }
 
+impl crate::plan::Assignable for ScenarioMember {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn group(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+    fn own_labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+    fn region(&self) -> &str {
+        &self.region
+    }
+    fn provider_name(&self) -> Option<&str> {
+        self.provider.as_ref().map(|p| p.name.as_str())
+    }
+}
+
 impl ScenarioMember {
     /// The member without its behaviour.
     pub fn member(&self) -> Member {
+        self.clone().into_member()
+    }
+
+    /// The member without its behaviour, moved out.
+    pub fn into_member(self) -> Member {
         Member {
-            name: self.name.clone(),
-            group: self.group.clone(),
-            labels: self.labels.clone(),
-            region: self.region.clone(),
-            kubernetes_version: self.kubernetes_version.clone(),
-            node_pools: self.node_pools.clone(),
-            maintenance: self.maintenance.clone(),
+            name: self.name,
+            group: self.group,
+            labels: self.labels,
+            region: self.region,
+            kubernetes_version: self.kubernetes_version,
+            node_pools: self.node_pools,
+            maintenance: self.maintenance,
             long_term_support: self.long_term_support,
-            provider: self.provider.clone(),
+            provider: self.provider,
         }
     }
 }
@@ -299,6 +322,19 @@ pub struct ScenarioRun {
     pub update_strategy_name: Option<String>,
     /// The upgrade.
     pub managed_cluster_update: ManagedClusterUpdate,
+}
+
+impl ScenarioRun {
+    /// The run spec, with the scenario's inline `strategy`.
+    fn into_spec(self, strategy: Option<UpdateStrategy>) -> UpdateRunSpec {
+        UpdateRunSpec {
+            name: self.name,
+            strategy,
+            update_strategy_name: self.update_strategy_name,
+            managed_cluster_update: self.managed_cluster_update,
+            auto_upgrade_profile_name: None,
+        }
+    }
 }
 
 /// What an operator does.
@@ -659,9 +695,8 @@ impl Scenario {
         // Only the whole fleet shows a member in two groups; the engine refuses such a run at
         // start, so the scenario is refused here, naming the second group's selector.
         if strategy_valid && e.0.is_empty() {
-            let mut members: Vec<Member> = self.members.iter().map(|m| m.member()).collect();
-            members.sort_by(|a, b| a.name.cmp(&b.name));
-            let refs: Vec<&Member> = members.iter().collect();
+            let mut refs: Vec<&ScenarioMember> = self.members.iter().collect();
+            refs.sort_by(|a, b| a.name.cmp(&b.name));
             if let Err(mut err) = crate::plan::assign(&refs, &strategy) {
                 // Keep the engine's code (MemberInTwoGroups); name the field as in the file.
                 let prefix = if self.strategy.is_some() {
@@ -811,14 +846,7 @@ impl Scenario {
 
     /// The run spec the scenario describes, if it has a run.
     pub fn run_spec(&self) -> Option<UpdateRunSpec> {
-        let run = self.run.as_ref()?;
-        Some(UpdateRunSpec {
-            name: run.name.clone(),
-            strategy: self.strategy.clone(),
-            update_strategy_name: run.update_strategy_name.clone(),
-            managed_cluster_update: run.managed_cluster_update.clone(),
-            auto_upgrade_profile_name: None,
-        })
+        Some(self.run.clone()?.into_spec(self.strategy.clone()))
     }
 
     /// The scenario run's name, if it has a run.
@@ -858,7 +886,14 @@ impl Scenario {
 
     /// The commands that set the engine up, each with the field path errors belong to.
     pub fn setup_commands(&self) -> Vec<(String, Command)> {
-        let mut out = vec![
+        self.clone().into_setup_commands().collect()
+    }
+
+    /// [`Scenario::setup_commands`], the scenario consumed: each member moves into its command
+    /// as the commands are taken, so that a large fleet is not held twice while an engine is set
+    /// up from it. Members that join later ([`Scenario::joins`]) have no command here.
+    pub fn into_setup_commands(self) -> impl Iterator<Item = (String, Command)> {
+        let head = [
             (
                 "releases".to_string(),
                 Command::SetCatalog {
@@ -868,38 +903,41 @@ impl Scenario {
             (
                 "freezes".to_string(),
                 Command::SetFreezes {
-                    freezes: self.freezes.clone(),
+                    freezes: self.freezes,
                 },
             ),
         ];
-        for (i, m) in self.members.iter().enumerate() {
-            if m.joins_at.is_some_and(|t| t > self.start) {
-                continue;
-            }
-            out.push((
-                format!("members[{i}]"),
-                Command::UpsertMember { member: m.member() },
-            ));
-        }
-        for (i, s) in self.strategies.iter().enumerate() {
-            out.push((
+        let mut tail = Vec::new();
+        for (i, s) in self.strategies.into_iter().enumerate() {
+            tail.push((
                 format!("strategies[{i}]"),
                 Command::UpsertStrategy {
-                    name: s.name.clone(),
-                    strategy: s.strategy.clone(),
+                    name: s.name,
+                    strategy: s.strategy,
                 },
             ));
         }
-        for (i, p) in self.profiles.iter().enumerate() {
-            out.push((
+        for (i, p) in self.profiles.into_iter().enumerate() {
+            tail.push((
                 format!("profiles[{i}]"),
-                Command::UpsertProfile { profile: p.clone() },
+                Command::UpsertProfile { profile: p },
             ));
         }
-        if let Some(run) = self.run_spec() {
-            out.push(("run".to_string(), Command::CreateRun { run }));
+        if let Some(run) = self.run {
+            let run = run.into_spec(self.strategy);
+            tail.push(("run".to_string(), Command::CreateRun { run }));
         }
-        out
+        let start = self.start;
+        let members = self
+            .members
+            .into_iter()
+            .enumerate()
+            .filter(move |(_, m)| !m.joins_at.is_some_and(|t| t > start))
+            .map(|(i, m)| {
+                let member = m.into_member();
+                (format!("members[{i}]"), Command::UpsertMember { member })
+            });
+        head.into_iter().chain(members).chain(tail)
     }
 
     /// Members that join after the start, in time order (ties in file order): `(at, index)`.

@@ -723,7 +723,7 @@ pub fn maintenance_of(list: &Value) -> Result<AksMaintenance, ModelError> {
         }
         let props = req_obj(item, &base, "properties")?;
         let window = window_of(name, props, &join(&base, "properties"), &mut out.notes)?;
-        *slot = Some(window);
+        *slot = Some(Box::new(window));
     }
     Ok(out)
 }
@@ -2238,8 +2238,8 @@ mod tests {
         let m = maintenance_of(&example(MAINTENANCE_LIST)).unwrap();
         assert_eq!(m.notes, Vec::<String>::new());
         assert_eq!(
-            m.maintenance.node_os,
-            Some(MaintenanceWindow {
+            m.maintenance.node_os.as_deref(),
+            Some(&MaintenanceWindow {
                 schedule: Schedule::Daily { interval_days: 5 },
                 duration_hours: 10,
                 start_time: "13:30".into(),
@@ -2249,8 +2249,8 @@ mod tests {
             })
         );
         assert_eq!(
-            m.maintenance.kubernetes,
-            Some(MaintenanceWindow {
+            m.maintenance.kubernetes.as_deref(),
+            Some(&MaintenanceWindow {
                 schedule: Schedule::AbsoluteMonthly {
                     interval_months: 3,
                     day_of_month: 15
