@@ -292,7 +292,9 @@ fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, (String, String)> {
         );
         (String::new(), message)
     })?;
-    serde_path_to_error::deserialize(NodeDeserializer(&node))
+    // The tree is consumed as the model is built: each member's subtree is freed once its
+    // member is made, so that a large fleet's tree and model are never both whole.
+    serde_path_to_error::deserialize(NodeDeserializer(node))
         .map_err(|e| explain(&e.path().to_string(), &e.inner().0))
 }
 
@@ -424,12 +426,12 @@ impl de::Error for NodeError {
     }
 }
 
-/// Deserialises the typed model from a [`Node`]; a struct accepts only a mapping.
-struct NodeDeserializer<'a>(&'a Node<'a>);
+/// Deserialises the typed model from a [`Node`], consuming it; a struct accepts only a mapping.
+struct NodeDeserializer<'t>(Node<'t>);
 
 impl NodeDeserializer<'_> {
     fn unexpected(&self) -> de::Unexpected<'_> {
-        match self.0 {
+        match &self.0 {
             Node::Null => de::Unexpected::Unit,
             Node::Bool(b) => de::Unexpected::Bool(*b),
             Node::Number(n) => match (n.as_u64(), n.as_i64()) {
@@ -444,13 +446,13 @@ impl NodeDeserializer<'_> {
     }
 }
 
-impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
+impl<'de> Deserializer<'de> for NodeDeserializer<'_> {
     type Error = NodeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, NodeError> {
         match self.0 {
             Node::Null => v.visit_unit(),
-            Node::Bool(b) => v.visit_bool(*b),
+            Node::Bool(b) => v.visit_bool(b),
             Node::Number(n) => {
                 if let Some(u) = n.as_u64() {
                     v.visit_u64(u)
@@ -460,24 +462,25 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
                     v.visit_f64(n.as_f64().unwrap_or(0.0))
                 }
             }
-            Node::String(s) => v.visit_str(s),
-            Node::Seq(items) => v.visit_seq(SeqDe(items.iter())),
+            Node::String(Cow::Borrowed(s)) => v.visit_str(s),
+            Node::String(Cow::Owned(s)) => v.visit_string(s),
+            Node::Seq(items) => v.visit_seq(SeqDe(items.into_iter())),
             Node::Map(entries) => v.visit_map(MapDe {
-                entries: entries.iter(),
+                entries: entries.into_iter(),
                 value: None,
             }),
         }
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, NodeError> {
-        match self.0 {
+        match &self.0 {
             Node::Null => v.visit_none(),
             _ => v.visit_some(self),
         }
     }
 
     fn deserialize_unit<V: Visitor<'de>>(self, v: V) -> Result<V::Value, NodeError> {
-        match self.0 {
+        match &self.0 {
             Node::Null => v.visit_unit(),
             _ => Err(de::Error::invalid_type(self.unexpected(), &v)),
         }
@@ -501,7 +504,7 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
 
     fn deserialize_seq<V: Visitor<'de>>(self, v: V) -> Result<V::Value, NodeError> {
         match self.0 {
-            Node::Seq(items) => v.visit_seq(SeqDe(items.iter())),
+            Node::Seq(items) => v.visit_seq(SeqDe(items.into_iter())),
             _ => Err(de::Error::invalid_type(self.unexpected(), &v)),
         }
     }
@@ -522,7 +525,7 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
     fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, NodeError> {
         match self.0 {
             Node::Map(entries) => v.visit_map(MapDe {
-                entries: entries.iter(),
+                entries: entries.into_iter(),
                 value: None,
             }),
             _ => Err(de::Error::invalid_type(self.unexpected(), &v)),
@@ -535,11 +538,11 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
         _fields: &'static [&'static str],
         v: V,
     ) -> Result<V::Value, NodeError> {
-        match self.0 {
+        match &self.0 {
             Node::Map(_) => self.deserialize_map(v),
-            _ => Err(NodeError(format!(
+            other => Err(NodeError(format!(
                 "must be a mapping (an object with named fields), not {}",
-                what(self.0)
+                what(other)
             ))),
         }
     }
@@ -552,10 +555,12 @@ impl<'de, 'a> Deserializer<'de> for NodeDeserializer<'a> {
     ) -> Result<V::Value, NodeError> {
         match self.0 {
             Node::String(s) => v.visit_enum(s.as_ref().into_deserializer()),
-            Node::Map(entries) if entries.len() == 1 => v.visit_enum(EnumDe(&entries[0])),
+            Node::Map(entries) if entries.len() == 1 => {
+                v.visit_enum(EnumDe(entries.into_iter().next().expect("one entry")))
+            }
             other => Err(NodeError(format!(
                 "must be a name or a mapping with exactly one key, not {}",
-                what(other)
+                what(&other)
             ))),
         }
     }
@@ -581,7 +586,7 @@ fn what(n: &Node<'_>) -> &'static str {
     }
 }
 
-struct SeqDe<'a>(std::slice::Iter<'a, Node<'a>>);
+struct SeqDe<'t>(std::vec::IntoIter<Node<'t>>);
 
 impl<'de> SeqAccess<'de> for SeqDe<'_> {
     type Error = NodeError;
@@ -599,9 +604,9 @@ impl<'de> SeqAccess<'de> for SeqDe<'_> {
     }
 }
 
-struct MapDe<'a> {
-    entries: std::slice::Iter<'a, (Cow<'a, str>, Node<'a>)>,
-    value: Option<&'a Node<'a>>,
+struct MapDe<'t> {
+    entries: std::vec::IntoIter<(Cow<'t, str>, Node<'t>)>,
+    value: Option<Node<'t>>,
 }
 
 impl<'de> MapAccess<'de> for MapDe<'_> {
@@ -629,15 +634,15 @@ impl<'de> MapAccess<'de> for MapDe<'_> {
     }
 }
 
-struct EnumDe<'a>(&'a (Cow<'a, str>, Node<'a>));
+struct EnumDe<'t>((Cow<'t, str>, Node<'t>));
 
-impl<'de, 'a> de::EnumAccess<'de> for EnumDe<'a> {
+impl<'de, 't> de::EnumAccess<'de> for EnumDe<'t> {
     type Error = NodeError;
-    type Variant = NodeDeserializer<'a>;
+    type Variant = NodeDeserializer<'t>;
     fn variant_seed<V: DeserializeSeed<'de>>(
         self,
         seed: V,
-    ) -> Result<(V::Value, NodeDeserializer<'a>), NodeError> {
+    ) -> Result<(V::Value, NodeDeserializer<'t>), NodeError> {
         let (k, v) = self.0;
         let variant = seed.deserialize(k.as_ref().into_deserializer())?;
         Ok((variant, NodeDeserializer(v)))
@@ -649,7 +654,7 @@ impl<'de> de::VariantAccess<'de> for NodeDeserializer<'_> {
     fn unit_variant(self) -> Result<(), NodeError> {
         match self.0 {
             Node::Null => Ok(()),
-            other => Err(NodeError(format!("takes no value, not {}", what(other)))),
+            other => Err(NodeError(format!("takes no value, not {}", what(&other)))),
         }
     }
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, NodeError> {
