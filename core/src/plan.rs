@@ -93,23 +93,32 @@ pub trait Assignable {
     }
 }
 
-impl Assignable for Member {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn group(&self) -> Option<&str> {
-        self.group.as_deref()
-    }
-    fn own_labels(&self) -> &BTreeMap<String, String> {
-        &self.labels
-    }
-    fn region(&self) -> &str {
-        &self.region
-    }
-    fn provider_name(&self) -> Option<&str> {
-        self.provider.as_ref().map(|p| p.name.as_str())
-    }
+/// Implements [`Assignable`] for a type with the member's fields (`name`, `group`, `labels`,
+/// `region`, `provider`): [`Member`] and the scenario's member.
+macro_rules! assignable_by_fields {
+    ($t:ty) => {
+        impl $crate::plan::Assignable for $t {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn group(&self) -> Option<&str> {
+                self.group.as_deref()
+            }
+            fn own_labels(&self) -> &std::collections::BTreeMap<String, String> {
+                &self.labels
+            }
+            fn region(&self) -> &str {
+                &self.region
+            }
+            fn provider_name(&self) -> Option<&str> {
+                self.provider.as_ref().map(|p| p.name.as_str())
+            }
+        }
+    };
 }
+pub(crate) use assignable_by_fields;
+
+assignable_by_fields!(Member);
 
 /// Assigns members (sorted by name) to the groups of a strategy.
 ///

@@ -237,23 +237,7 @@ pub struct ScenarioMember {
     pub joins_at: Option<Timestamp>,
 }
 
-impl crate::plan::Assignable for ScenarioMember {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn group(&self) -> Option<&str> {
-        self.group.as_deref()
-    }
-    fn own_labels(&self) -> &BTreeMap<String, String> {
-        &self.labels
-    }
-    fn region(&self) -> &str {
-        &self.region
-    }
-    fn provider_name(&self) -> Option<&str> {
-        self.provider.as_ref().map(|p| p.name.as_str())
-    }
-}
+crate::plan::assignable_by_fields!(ScenarioMember);
 
 impl ScenarioMember {
     /// The member without its behaviour.
