@@ -129,7 +129,31 @@ pub fn assign<M: Assignable>(
     members: &[&M],
     strategy: &UpdateStrategy,
 ) -> Result<Assignment, Error> {
-    let index = LabelIndex::from_pairs(members.iter().map(|m| m.label_pairs()));
+    // Only the label keys some selector names are indexed: the labels no selector reads (such
+    // as every member's own `waverun.dev/member-name`, unique to it) would cost the index most.
+    // A selector that does not parse names none here; it fails below, in its turn.
+    let named_keys: BTreeSet<String> = strategy
+        .stages
+        .iter()
+        .flat_map(|st| {
+            let groups = st.groups.iter().filter_map(|g| g.member_selector.as_ref());
+            st.member_selector.iter().chain(groups)
+        })
+        .filter_map(|s| LabelSelector::parse(&s.by_label).ok())
+        .flat_map(|sel| {
+            let keys: Vec<String> = sel
+                .requirements()
+                .iter()
+                .map(|r| r.key().to_string())
+                .collect();
+            keys
+        })
+        .collect();
+    let index = LabelIndex::from_pairs(
+        members
+            .iter()
+            .map(|m| m.label_pairs().filter(|(k, _)| named_keys.contains(*k))),
+    );
     let mut by_group_name: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for (i, m) in members.iter().enumerate() {
         if let Some(g) = m.group() {
