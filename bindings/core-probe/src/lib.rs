@@ -7,7 +7,7 @@
 //! scenario there, calls `probe_simulate(ptr, len)` and gets back `(out_ptr << 32) | out_len`;
 //! it reads the report and frees both buffers with `probe_free`.
 
-use waverun_core::sim::{simulate, Scenario};
+use waverun_core::sim::{simulate_owned, Scenario};
 
 /// Allocates `len` bytes in the module's memory.
 #[no_mangle]
@@ -47,7 +47,7 @@ pub fn simulate_json(input: &[u8]) -> String {
     let result = std::str::from_utf8(input)
         .map_err(|e| e.to_string())
         .and_then(|s| Scenario::from_json(s).map_err(|e| e.to_string()))
-        .and_then(|s| simulate(&s).map_err(|e| e.to_string()));
+        .and_then(|s| simulate_owned(s).map_err(|e| e.to_string()));
     match result {
         Ok(report) => serde_json::to_string(&report).expect("report serialises"),
         Err(e) => serde_json::json!({ "error": e }).to_string(),

@@ -43,7 +43,7 @@ use std::collections::BTreeMap;
 use waverun_core::document::{self, Document, Format};
 use waverun_core::drive::{self, Surroundings};
 use waverun_core::selector::LabelSelector;
-use waverun_core::sim::{simulate, Scenario};
+use waverun_core::sim::{simulate_owned, Scenario};
 use waverun_core::{
     CheckRequest, Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input,
     Observation, Output, RunStatus, Timestamp, UpgradeOperation,
@@ -1016,7 +1016,7 @@ impl<H: HostImports> Guest<H> {
         match kind.as_str() {
             "ping" => return Ok("{}".to_string()),
             "simulate" => {
-                let report = simulate(&scenario_field(&req)?)?;
+                let report = simulate_owned(scenario_field(&req)?)?;
                 return Ok(serde_json::to_string(&report).expect("report serialises"));
             }
             "planScenario" => {

@@ -6,7 +6,7 @@ use super::*;
 use serde_json::json;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use waverun_core::sim::{EngineDriver, SharedFleet, Simulation};
+use waverun_core::sim::{simulate, EngineDriver, SharedFleet, Simulation};
 use waverun_core::State;
 
 // ---------------------------------------------------------------------- the in-memory host

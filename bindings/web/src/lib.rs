@@ -86,7 +86,7 @@ pub fn simulate(
     #[wasm_bindgen(unchecked_param_type = "Scenario")] scenario: JsValue,
 ) -> Result<JsValue, JsValue> {
     let s: Scenario = from_js(&scenario)?;
-    sim::simulate(&s).map(|r| to_js(&r)).map_err(throw)
+    sim::simulate_owned(s).map(|r| to_js(&r)).map_err(throw)
 }
 
 /// Whether `value` is an error thrown by this package (`name === "WaverunError"`).
