@@ -99,7 +99,8 @@ def run(path, logdir, names):
             sys.stdout.write(f"---- {n} (exit {rc}) ----\n" + f.read())
         if rc != 0:
             failed.append(n)
-    print(f"---- {len(names)} suites side by side in {time.monotonic() - started:.0f} s")
+    took = f"{time.monotonic() - started:.0f} s"
+    print(f"---- {names[0]} in {took}" if len(names) == 1 else f"---- {len(names)} suites side by side in {took}")
     if failed:
         sys.exit(f"suites.py: failed: {', '.join(failed)}")
 
