@@ -261,6 +261,7 @@ pub mod error;
 pub mod event;
 pub mod forecast;
 pub mod health;
+pub mod labels;
 pub mod limits;
 pub mod model;
 #[cfg(feature = "openapi")]

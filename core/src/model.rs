@@ -2,6 +2,7 @@
 //! the freeze calendar. Field names match the reference service's JSON (camelCase), so existing
 //! strategy files work unchanged.
 
+pub use crate::labels::Labels;
 use crate::window::MaintenanceWindow;
 
 use serde::{Deserialize, Serialize};
@@ -20,8 +21,9 @@ pub struct Member {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// Kubernetes labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, String>))]
+    pub labels: Labels,
     /// Where the cluster runs; release availability is per region.
     pub region: String,
     /// Current control-plane version `x.y.z`.

@@ -70,7 +70,7 @@ pub trait Assignable {
     /// The update group the member names, if any.
     fn group(&self) -> Option<&str>;
     /// The member's own labels.
-    fn own_labels(&self) -> &BTreeMap<String, String>;
+    fn own_labels(&self) -> &crate::labels::Labels;
     /// The member's region.
     fn region(&self) -> &str;
     /// The name of the member's provider, if any.
@@ -88,7 +88,6 @@ pub trait Assignable {
         self.own_labels()
             .iter()
             .filter(move |(k, _)| !replaced(k))
-            .map(|(k, v)| (k.as_str(), v.as_str()))
             .chain(system.into_iter().flatten())
     }
 }
@@ -104,7 +103,7 @@ macro_rules! assignable_by_fields {
             fn group(&self) -> Option<&str> {
                 self.group.as_deref()
             }
-            fn own_labels(&self) -> &std::collections::BTreeMap<String, String> {
+            fn own_labels(&self) -> &$crate::labels::Labels {
                 &self.labels
             }
             fn region(&self) -> &str {

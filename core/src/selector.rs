@@ -26,6 +26,7 @@
 //!
 //! Everything here is pure and deterministic (no I/O, no clocks, no hashing).
 
+pub use crate::labels::LabelSet;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -112,18 +113,18 @@ impl Requirement {
     }
 
     /// Whether a member with these labels satisfies the requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &(impl LabelSet + ?Sized)) -> bool {
         match self {
-            Requirement::Equals { key, value } => labels.get(key.as_str()) == Some(value),
-            Requirement::NotEquals { key, value } => labels.get(key.as_str()) != Some(value),
-            Requirement::In { key, values } => {
-                labels.get(key.as_str()).is_some_and(|v| values.contains(v))
-            }
-            Requirement::NotIn { key, values } => {
-                !labels.get(key.as_str()).is_some_and(|v| values.contains(v))
-            }
-            Requirement::Exists { key } => labels.contains_key(key.as_str()),
-            Requirement::NotExists { key } => !labels.contains_key(key.as_str()),
+            Requirement::Equals { key, value } => labels.label(key) == Some(value.as_str()),
+            Requirement::NotEquals { key, value } => labels.label(key) != Some(value.as_str()),
+            Requirement::In { key, values } => labels
+                .label(key)
+                .is_some_and(|v| values.iter().any(|x| x == v)),
+            Requirement::NotIn { key, values } => !labels
+                .label(key)
+                .is_some_and(|v| values.iter().any(|x| x == v)),
+            Requirement::Exists { key } => labels.label(key).is_some(),
+            Requirement::NotExists { key } => labels.label(key).is_none(),
         }
     }
 }
@@ -197,7 +198,7 @@ impl LabelSelector {
     }
 
     /// Whether a member with these labels satisfies every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &(impl LabelSet + ?Sized)) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 }
@@ -733,12 +734,8 @@ impl<'a> LabelIndex<'a> {
     ///
     /// # Panics
     /// With more than `u32::MAX` members.
-    pub fn new(labels: impl IntoIterator<Item = &'a BTreeMap<String, String>>) -> LabelIndex<'a> {
-        LabelIndex::from_pairs(
-            labels
-                .into_iter()
-                .map(|l| l.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-        )
+    pub fn new(labels: impl IntoIterator<Item = &'a crate::labels::Labels>) -> LabelIndex<'a> {
+        LabelIndex::from_pairs(labels.into_iter().map(|l| l.iter()))
     }
 
     /// Builds the index from each member's `(key, value)` pairs (keys distinct within a
@@ -1031,12 +1028,10 @@ impl<'a> LabelIndex<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::Labels;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs.iter().copied().collect()
     }
 
     fn sel(s: &str) -> LabelSelector {
@@ -1624,13 +1619,13 @@ mod tests {
         let good = labels(&[("env", "prod"), ("region", "eu"), ("tier", "1")]);
         assert!(s.matches(&good));
         let mut with_canary = good.clone();
-        with_canary.insert("canary".into(), "true".into());
+        with_canary.insert("canary", "true");
         assert!(!s.matches(&with_canary));
         let mut infra = good.clone();
-        infra.insert("team".into(), "infra".into());
+        infra.insert("team", "infra");
         assert!(!s.matches(&infra));
         let mut ap = good.clone();
-        ap.insert("region".into(), "ap".into());
+        ap.insert("region", "ap");
         assert!(!s.matches(&ap));
         let mut no_tier = good;
         no_tier.remove("tier");
@@ -1946,7 +1941,7 @@ mod tests {
         }
     }
 
-    fn fleet(n: usize, seed: u64) -> Vec<BTreeMap<String, String>> {
+    fn fleet(n: usize, seed: u64) -> Vec<Labels> {
         let mut rng = Lcg(seed);
         let envs = ["dev", "staging", "prod"];
         let regions = ["eu", "us", "ap", "sa"];
@@ -1970,7 +1965,7 @@ mod tests {
                     l.insert("example.com/ring".into(), rng.below(5).to_string());
                 }
                 l.insert("name".into(), format!("member-{i}"));
-                l
+                Labels::from(l)
             })
             .collect()
     }
@@ -2105,7 +2100,7 @@ mod tests {
 
     #[test]
     fn members_without_labels_match_only_negative_selectors() {
-        let members = vec![BTreeMap::new(), labels(&[("env", "dev")]), BTreeMap::new()];
+        let members = vec![Labels::new(), labels(&[("env", "dev")]), Labels::new()];
         let index = LabelIndex::new(&members);
         assert_eq!(index.matching(&sel("!env")), vec![0, 2]);
         assert_eq!(index.matching(&sel("env!=dev")), vec![0, 2]);

@@ -65,7 +65,7 @@ fn binding(name: &str, group: &str) -> MemberBinding {
         cluster_ref: Some(json!({"project": "p1", "cluster": name})),
         cluster_resource_id: None,
         group: Some(group.to_string()),
-        labels: BTreeMap::from([("env".to_string(), "test".to_string())]),
+        labels: waverun_core::Labels::from([("env".to_string(), "test".to_string())]),
         long_term_support: false,
     }
 }

@@ -3,7 +3,6 @@
 //! depends on the host crate). Depends only on `waverun-core` and `serde_json`.
 
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use waverun_core::sim::{Behavior, Scenario, ScenarioMember};
 use waverun_core::{Maintenance, NodePool, OsType};
 
@@ -69,7 +68,7 @@ pub fn scenario(shape: Shape, grouping: Grouping) -> Scenario {
             ScenarioMember {
                 name: format!("m{i:06}"),
                 group: Some(format!("s{s:02}-g{g:02}")),
-                labels: BTreeMap::from([
+                labels: waverun_core::Labels::from([
                     ("ring".to_string(), format!("r{s:02}")),
                     ("cell".to_string(), format!("c{g:02}")),
                     ("tier".to_string(), TIERS[i % 2].to_string()),
@@ -136,7 +135,7 @@ pub fn gated_stages(stages: usize, gates: usize) -> Scenario {
         .map(|i| ScenarioMember {
             name: format!("m{i:06}"),
             group: Some(format!("g{i:06}")),
-            labels: BTreeMap::new(),
+            labels: waverun_core::Labels::new(),
             region: REGIONS[i % REGIONS.len()].to_string(),
             kubernetes_version: "1.30.4".to_string(),
             node_pools: vec![NodePool {

@@ -178,11 +178,11 @@ fn yaml_scalars_keep_the_type_of_their_string_fields() {
     let s = Scenario::from_text(&text, Format::Yaml).unwrap();
     let m = &s.members[0];
     assert_eq!(m.name, "y");
-    assert_eq!(m.labels["env"], "no");
-    assert_eq!(m.labels["tier"], "on");
-    assert_eq!(m.labels["code"], "010");
-    assert_eq!(m.labels["plain"], "010");
-    assert_eq!(m.labels["v"], "1.30");
+    assert_eq!(m.labels.get("env"), Some("no"));
+    assert_eq!(m.labels.get("tier"), Some("on"));
+    assert_eq!(m.labels.get("code"), Some("010"));
+    assert_eq!(m.labels.get("plain"), Some("010"));
+    assert_eq!(m.labels.get("v"), Some("1.30"));
     let st = strategy_yaml(
         "stages:\n- name: s\n  groups: [{name: a}]\n  beforeGates: [{type: Approval, displayName: 1.30}]\n",
     )

@@ -244,7 +244,7 @@ fn build(g: &Gen) -> Scenario {
             ScenarioMember {
                 name: format!("m{i}"),
                 group: None,
-                labels: BTreeMap::from([("ring".to_string(), m.ring.to_string())]),
+                labels: waverun_core::Labels::from([("ring".to_string(), m.ring.to_string())]),
                 region: REGIONS[m.region].to_string(),
                 kubernetes_version: format!("1.{}.{}", m.minor, m.patch),
                 node_pools: pools,

@@ -677,7 +677,7 @@ fn build(g: &GenScenario) -> Scenario {
             ScenarioMember {
                 name: format!("c{i:02}"),
                 group,
-                labels,
+                labels: labels.into(),
                 region: REGIONS[m.region % 4].to_string(),
                 kubernetes_version: VERSIONS[m.version % VERSIONS.len()].to_string(),
                 node_pools: pools,
@@ -963,7 +963,7 @@ fn default_strategy() -> UpdateStrategy {
 }
 
 fn effective_labels(m: &ScenarioMember) -> BTreeMap<String, String> {
-    let mut l = m.labels.clone();
+    let mut l = m.labels.to_map();
     l.insert("waverun.dev/region".into(), m.region.clone());
     l.insert("waverun.dev/member-name".into(), m.name.clone());
     if let Some(p) = &m.provider {

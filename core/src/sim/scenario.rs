@@ -206,8 +206,8 @@ pub struct ScenarioMember {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// Labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "crate::labels::Labels::is_empty")]
+    pub labels: crate::labels::Labels,
     /// Region.
     pub region: String,
     /// Control-plane version.

@@ -17,7 +17,6 @@ use axum::response::Response;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use waverun_core::{document, Command};
 
@@ -54,7 +53,7 @@ struct MemberProperties {
     #[serde(default)]
     group: Option<String>,
     #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<waverun_core::Labels>,
     #[serde(default, deserialize_with = "waverun_core::document::strict_opt_bool")]
     long_term_support: Option<bool>,
     #[serde(default)]
@@ -197,7 +196,7 @@ async fn write(
             cluster_ref: None,
             cluster_resource_id: None,
             group: None,
-            labels: BTreeMap::new(),
+            labels: waverun_core::Labels::new(),
             long_term_support: false,
         },
     };

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use waverun_core::{Command, Member, Observation, ProviderRef};
+use waverun_core::{Command, Labels, Member, Observation, ProviderRef};
 
 /// The resource kind members are stored under.
 pub const MEMBERS: &str = "members";
@@ -34,8 +34,8 @@ pub struct MemberBinding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// Its labels (over those the provider reports).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
     /// Long-term support is enabled on the cluster.
     #[serde(
         default,
@@ -66,8 +66,9 @@ impl MemberBinding {
 
     /// The engine's member: this binding over what the provider described.
     pub fn member(&self, d: &Described) -> Member {
-        let mut labels = d.labels.clone();
-        labels.extend(self.labels.clone());
+        let provider_labels = d.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        // Later pairs win: the binding's own labels over the provider's.
+        let labels = provider_labels.chain(self.labels.iter()).collect();
         Member {
             name: self.name.clone(),
             group: self.group.clone(),

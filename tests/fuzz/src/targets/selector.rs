@@ -173,7 +173,9 @@ pub fn run(input: &[u8]) {
     let direct: Vec<u32> = (0..maps.len() as u32)
         .filter(|&i| sel.matches(&maps[i as usize]))
         .collect();
-    let index = LabelIndex::new(maps.iter());
+    // The index reads the members' compact labels; direct matching read the maps.
+    let labels: Vec<waverun_core::Labels> = maps.iter().cloned().map(Into::into).collect();
+    let index = LabelIndex::new(labels.iter());
     assert_eq!(index.len(), maps.len());
     let indexed = index.matching(&sel);
     assert_eq!(
