@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use waverun_host::providers::aks::arm::{
     ArmCallError, ArmClient, ArmOptions, ArmResponse, ArmTimeouts, BucketLimit, RateLimits,
     API_VERSION, PREVIEW_API_VERSION,
@@ -767,18 +767,26 @@ fn a_reset_after_a_write_was_sent_leaves_its_outcome_unknown() {
 
 #[test]
 fn a_timeout_after_a_write_was_sent_leaves_its_outcome_unknown() {
+    // The request's deadline leaves a loaded machine time to connect and send (a write that
+    // was never sent is certain); the server stays silent well past it.
     let options = ArmOptions {
         timeouts: ArmTimeouts {
-            connect: Duration::from_secs(5),
-            request: Duration::from_millis(300),
+            connect: Duration::from_secs(10),
+            request: Duration::from_secs(2),
         },
         ..ArmOptions::default()
     };
     let (server, arm) = arm_with_options(options, |_: &Request, _| {
-        Answer::Silence(Duration::from_secs(3))
+        Answer::Silence(Duration::from_secs(10))
     });
     let e = provider_error(arm.put(NOW, MC, &json!({}), None));
     assert!(e.uncertain, "{e}");
+    // The server's thread logs the request once it has read it, which may be after the
+    // client gave up waiting.
+    let until = Instant::now() + Duration::from_secs(10);
+    while server.arm_requests().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(server.arm_requests().len(), 1);
 }
 

@@ -1120,26 +1120,76 @@ fn watch_without_a_terminal_prints_one_line_per_event_until_the_run_ends() {
             "NodeImageOnly",
             "--stages",
             r#"{"stages":[{"name":"all","memberSelector":{"byLabel":"ring"},"maxConcurrency":"3"}]}"#,
-            "--start",
         ],
     );
-    let o = ok(s, &["updaterun", "watch", "-n", "q"]);
-    let lines: Vec<&str> = o.stdout.lines().collect();
-    assert!(
-        lines[0].starts_with("watching update run q"),
-        "{}",
-        o.stdout
-    );
+    // Started only once watch is watching: the run takes two seconds, less than starting a
+    // second command may take on a loaded machine (watch of an ended run prints one line).
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_waverun"))
+        .args(["updaterun", "watch", "-n", "q"])
+        .env("WAVERUN_SERVER", s)
+        .env_remove("WAVERUN_TOKEN")
+        .env_remove("WAVERUN_FLEET_NAME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let collect = |mut from: Box<dyn Read + Send>| {
+        let text = Arc::new(Mutex::new(String::new()));
+        let into = text.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        (text, reader)
+    };
+    let (stdout, out_reader) = collect(Box::new(watch.stdout.take().unwrap()));
+    let (stderr, err_reader) = collect(Box::new(watch.stderr.take().unwrap()));
+    let shown = || format!("{}{}", stdout.lock().unwrap(), stderr.lock().unwrap());
+    let end = Instant::now() + Duration::from_secs(90);
+    while !stdout.lock().unwrap().contains('\n') {
+        if let Some(st) = watch.try_wait().unwrap() {
+            panic!("watch exited ({st}) before watching: {}", shown());
+        }
+        assert!(Instant::now() < end, "watch printed nothing: {}", shown());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(s, &["updaterun", "start", "-n", "q"]);
+    let end = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(st) = watch.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= end {
+            let _ = watch.kill();
+            let _ = watch.wait();
+            panic!("watch did not end with the run: {}", shown());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    out_reader.join().unwrap();
+    err_reader.join().unwrap();
+    assert!(status.success(), "watch exited {status}: {}", shown());
+    let printed = stdout.lock().unwrap().clone();
+    let lines: Vec<&str> = printed.lines().collect();
+    assert!(lines[0].starts_with("watching update run q"), "{}", printed);
     assert_eq!(
         lines.iter().filter(|l| l.contains("MemberStarted")).count(),
         6,
         "{}",
-        o.stdout
+        printed
     );
     assert!(
         lines.last().unwrap().contains("RunCompleted"),
         "{}",
-        o.stdout
+        printed
     );
 }
 

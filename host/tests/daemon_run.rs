@@ -22,9 +22,11 @@ use waverun_host::store::SqliteStore;
 
 /// The scenario's 90 fleet minutes take about 0.3 s.
 const FAST: f64 = 20_000.0;
-/// About 2.7 s: each of the three waves of upgrades takes 0.9 s, room to stop between them on
-/// a busy machine.
+/// About 2.7 s: each of the three waves of upgrades takes 0.9 s.
 const SLOWER: f64 = 2_000.0;
+/// About 5.4 s: each wave takes 1.8 s, and from the first wave's end to the last one's there
+/// are 3.6 s to stop the engine in on a loaded machine.
+const SLOWEST: f64 = 1_000.0;
 
 fn scenario() -> Scenario {
     load_scenario(&workspace().join("tests/scenarios/concurrency-fixed.yaml")).unwrap()
@@ -142,7 +144,7 @@ fn an_engine_abandoned_mid_run_finishes_it_after_a_restart_upgrading_each_member
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("waverun.db");
     let s = scenario();
-    let fleet = start(&plugin, &db, &s, SLOWER);
+    let fleet = start(&plugin, &db, &s, SLOWEST);
     create_and_start(&fleet.daemon, &s);
     // Abandon once some members finished and others are in flight.
     let until = Instant::now() + Duration::from_secs(60);
@@ -159,7 +161,7 @@ fn an_engine_abandoned_mid_run_finishes_it_after_a_restart_upgrading_each_member
     fleet.daemon.abandon();
     drop(fleet.simulated);
 
-    let fleet = start(&plugin, &db, &s, SLOWER);
+    let fleet = start(&plugin, &db, &s, SLOWEST);
     let st = wait_for_end(
         &fleet.daemon,
         s.run_name().unwrap(),

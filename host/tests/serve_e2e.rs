@@ -2,9 +2,19 @@
 //! (`host/examples/fleet-rollout.yaml`: windows, a scheduled gate, an approval, a flaky cluster,
 //! a release that reaches regions on different days, a cluster two minors behind) on the
 //! simulated provider. Over HTTP the test registers the members, creates the strategy and the
-//! run, starts it and approves the gate as soon as it is pending. The run's final status tree is
-//! what `waverun simulate` gives for the same fleet and strategy (approval as soon as the gate
-//! is created): the same states, the same failure counts, the same order of member starts.
+//! run, starts it and approves the gate once it is pending and the fleet clock has reached the
+//! example's own approval time (alice's, 09:00 on the 9th). The run's final status tree is what
+//! `waverun simulate` gives for the same fleet, strategy and actions, the approval at the
+//! instant the daemon recorded it: the same states, the same failure counts, the same order of
+//! member starts.
+//!
+//! Not as soon as the gate is pending: at 20,000× a fleet minute is 3 ms, and whether all three
+//! European members start inside the window open then (it closes at 03:00, an hour after the
+//! gate is created) or the last waits for the next one turned on a few dozen milliseconds of the
+//! daemon's and the test's latency — on a loaded machine the order of member starts came out
+//! otherwise. Approved at 09:00, they wait for the window that opens at 21:00 (on a timer), and
+//! the last starts about half an hour later in a window open until 03:00: hours of fleet time
+//! (about a second of real time) to spare.
 
 mod http_support;
 mod process_support;
@@ -16,6 +26,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use waverun_core::sim::{simulate, ActionKind};
+use waverun_core::time::Timestamp;
 use waverun_core::{Fact, State};
 
 const EXAMPLE: &str = "host/examples/fleet-rollout.yaml";
@@ -104,12 +115,20 @@ fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
     let life = Life::start(&a, &[], &dir.path().join("run.log"));
     assert!(life.ready(60));
     let api = &life.api;
+    // The example's approval time: the canary stage is long done and the European windows
+    // closed (they open at 21:00).
+    let approve_at = scenario
+        .actions
+        .iter()
+        .find(|a| a.kind == ActionKind::Approve)
+        .expect("the example approves the canary gate")
+        .at;
     let end = Instant::now() + Duration::from_secs(240);
     let mut approved = 0;
     let status = loop {
         let gates = api.get("/gates?$filter=state%20eq%20Pending", None).body;
         for g in gates["value"].as_array().cloned().unwrap_or_default() {
-            if g["properties"]["gateType"] == "Approval" {
+            if g["properties"]["gateType"] == "Approval" && fleet_time(api) >= approve_at {
                 let id = g["name"].as_str().unwrap();
                 let r = api.call("POST", &format!("/gates/{id}/approve"), None, &[], None);
                 assert_eq!(r.status, 200, "{}", r.body);
@@ -129,8 +148,9 @@ fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
         std::thread::sleep(Duration::from_millis(2));
     };
     assert_eq!(approved, 1);
-    // The member starts, in order, from the event log.
+    // The member starts, in order, and when the approval took effect, from the event log.
     let mut starts = Vec::new();
+    let mut approved_at = None;
     let mut after = 0;
     loop {
         let page = api
@@ -145,16 +165,26 @@ fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
             if e["kind"] == "MemberStarted" {
                 starts.push(e["member"].as_str().unwrap().to_string());
             }
+            if e["kind"] == "GateCompleted" && e["gateType"] == "Approval" {
+                approved_at = Some(timestamp(&e["at"]));
+            }
         }
     }
     assert!(life.stop(), "SIGTERM stops it cleanly");
 
-    // What `waverun simulate` says for the same fleet, strategy and run, the gate approved as
-    // soon as it is created and the run started at the fleet's start.
-    scenario.auto_approve = true;
-    scenario.actions.retain(|a| a.kind == ActionKind::Start);
+    // What `waverun simulate` says for the same fleet, strategy and run, the run started at the
+    // fleet's start and the gate approved when the daemon recorded the approval.
+    let approved_at = approved_at.expect("the approval is in the event log");
+    assert!(approved_at >= approve_at, "approved at {approved_at}");
+    scenario.auto_approve = false;
+    scenario
+        .actions
+        .retain(|a| matches!(a.kind, ActionKind::Start | ActionKind::Approve));
     for a in &mut scenario.actions {
-        a.at = scenario.start;
+        a.at = match a.kind {
+            ActionKind::Approve => approved_at,
+            _ => scenario.start,
+        };
     }
     let report = simulate(&scenario).unwrap();
     assert_eq!(report.summary.state, status_state(&status));
@@ -170,6 +200,17 @@ fn the_example_rollout_over_http_ends_as_waverun_simulate_says() {
         .collect();
     assert!(!simulated_starts.is_empty());
     assert_eq!(starts, simulated_starts, "the order of member starts");
+}
+
+/// The daemon's fleet clock now.
+fn fleet_time(api: &http_support::Client) -> Timestamp {
+    let r = api.get("", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    timestamp(&r.body["properties"]["fleetTime"])
+}
+
+fn timestamp(v: &Value) -> Timestamp {
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
 fn status_state(status: &Value) -> State {

@@ -48,9 +48,14 @@ const OPERATOR: &str = "tok-operator-1a9d42";
 
 /// The daemon over `FLEET` at 3600× (one fleet hour a second).
 fn daemon() -> (Daemon, tempfile::TempDir) {
+    daemon_over(FLEET)
+}
+
+/// The daemon over `fleet` at 3600×.
+fn daemon_over(fleet: &str) -> (Daemon, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("fleet.yaml");
-    std::fs::write(&file, FLEET).unwrap();
+    std::fs::write(&file, fleet).unwrap();
     let d = Daemon::start_fleet(
         &file,
         3600.0,
@@ -186,7 +191,12 @@ fn a_release_in_the_simulated_calendar_generates_and_starts_the_profiles_run_whi
 
 #[test]
 fn generate_update_run_returns_the_runs_id_and_the_same_run_twice_also_on_a_disabled_profile() {
-    let (d, _dir) = daemon();
+    // Hour-long upgrades: each release's run (three members one by one) runs for three fleet
+    // hours, three seconds, of the six between releases, long enough to be seen running on a
+    // loaded machine (with `FLEET`'s five minutes it ran for a quarter of a second).
+    let fleet = FLEET.replace("upgradeMinutes: 5}", "upgradeMinutes: 60}");
+    assert_eq!(fleet.matches("upgradeMinutes: 60}").count(), 3);
+    let (d, _dir) = daemon_over(&fleet);
     // A Rapid profile without a strategy: members one by one.
     let r = put(
         &d,
