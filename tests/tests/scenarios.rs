@@ -59,6 +59,22 @@ fn every_scenario_file_loads_validates_and_reaches_a_terminal_state() {
 /// health checks or operator actions, the bytes are those of the finished report.
 #[test]
 fn a_streamed_report_is_byte_for_byte_the_finished_report() {
+    for path in every_scenario_path() {
+        let scenario = waverun_host::load_scenario(&path).expect("a valid scenario");
+        let finished = serde_json::to_string_pretty(&simulate(&scenario).expect("simulates"))
+            .expect("serialises");
+        let mut sim = Simulation::from_scenario(scenario).expect("sets up");
+        let streamed = serde_json::to_string_pretty(&sim.stream_report()).expect("serialises");
+        assert!(
+            streamed == finished,
+            "{}: the streamed report differs from the finished one",
+            path.display()
+        );
+    }
+}
+
+/// Every scenario file under `tests/scenarios/`, its subdirectories too.
+fn every_scenario_path() -> Vec<std::path::PathBuf> {
     fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).expect("a readable directory") {
             let path = e.expect("directory entry").path();
@@ -71,19 +87,42 @@ fn a_streamed_report_is_byte_for_byte_the_finished_report() {
     }
     let mut paths = Vec::new();
     files(&scenarios_dir(), &mut paths);
+    paths.sort();
     assert!(paths.len() >= 20, "only {} scenario files", paths.len());
-    for path in paths {
+    paths
+}
+
+/// `Engine::run_status_view` writes a run's status tree member by member, with the tree's
+/// field order and rules written out again by hand: over every scenario file here, after every
+/// step of its simulation (gates pending, members waiting on windows, freezes and checks, runs
+/// stopping, generated and finished), every run's view writes the bytes of its tree.
+#[test]
+fn a_status_view_writes_what_the_tree_serializes_to_at_every_step() {
+    let mut compared = 0;
+    for path in every_scenario_path() {
         let scenario = waverun_host::load_scenario(&path).expect("a valid scenario");
-        let finished = serde_json::to_string_pretty(&simulate(&scenario).expect("simulates"))
-            .expect("serialises");
         let mut sim = Simulation::from_scenario(scenario).expect("sets up");
-        let streamed = serde_json::to_string_pretty(&sim.stream_report()).expect("serialises");
-        assert!(
-            streamed == finished,
-            "{}: the streamed report differs from the finished one",
-            path.display()
-        );
+        loop {
+            let engine = sim.engine();
+            for run in engine.run_names() {
+                let tree = engine.run_status(run).expect("a run's tree");
+                let view = engine.run_status_view(run).expect("a run's view");
+                assert_eq!(
+                    serde_json::to_string(&view).expect("serialises"),
+                    serde_json::to_string(&tree).expect("serialises"),
+                    "{}: run {run} at {}",
+                    path.display(),
+                    engine.now()
+                );
+                assert_eq!(view.head().status, tree.status, "{}", path.display());
+                compared += 1;
+            }
+            if !sim.step() {
+                break;
+            }
+        }
     }
+    assert!(compared > 100, "only {compared} trees compared");
 }
 
 // ---------------------------------------------------------------------------------------------

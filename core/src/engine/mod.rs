@@ -31,6 +31,8 @@ mod timers;
 mod tree;
 
 pub use input::{Command, GateSelector, Input, Observation};
+use status::Render;
+pub use status::RunStatusView;
 use timers::{Timer, Timers};
 use tree::{MemberLoc, MemberRecord, MemberRt, Run, RunIndex};
 
@@ -242,6 +244,39 @@ impl Engine {
             return Ok(status);
         }
         Ok(self.render(run))
+    }
+
+    fn render(&self, run: &Run) -> RunStatus {
+        Render::new(run, &self.freezes, self.now).tree()
+    }
+
+    /// The state a user sees (Running shows as Pending while the current stage waits).
+    fn shown_state(&self, run: &Run) -> State {
+        if run.node.state == State::Running {
+            Render::new(run, &self.freezes, self.now)
+                .head()
+                .status
+                .state
+        } else {
+            run.node.state
+        }
+    }
+
+    /// The status tree of a started run as it serializes, without building it: each member's
+    /// status is made as it is written (a run of 100,000 members is not held twice). Writes
+    /// exactly what [`Engine::run_status`] serializes to; a run not started yet (a preview) is
+    /// rendered whole.
+    pub fn run_status_view(&self, name: &str) -> Result<RunStatusView<'_>, Error> {
+        let run = self.get_run(name)?;
+        Ok(if run.started() {
+            RunStatusView(status::View::Live(Render::new(
+                run,
+                &self.freezes,
+                self.now,
+            )))
+        } else {
+            RunStatusView(status::View::Rendered(Box::new(self.run_status(name)?)))
+        })
     }
 
     /// A run not started yet, its tree built, with the skips asked for so far shown as done

@@ -1,179 +1,231 @@
 //! The status tree a user sees: a run's runtime tree rendered as [`RunStatus`] at the engine's
 //! `now` — every node's state and times, limits, gates, and what each member, group, stage and
-//! the run are waiting on and until when.
+//! the run are waiting on and until when. Built whole ([`Render::tree`]), or written member by
+//! member as it serializes ([`RunStatusView`]), by the same functions.
 
-use super::tree::{CheckRt, GateRt, MemberRt, Phase, Run};
-use super::Engine;
+use super::tree::{CheckRt, GateRt, GroupRt, MemberRt, Phase, Run, StageRt};
 use crate::event::Reason;
-use crate::model::{GateTiming, GateType, NodeImageSelectionType, UpdateStrategy};
+use crate::model::{
+    Freeze, GateTiming, GateType, NodeImageSelectionType, Timestamp, UpdateStrategy,
+};
 use crate::state::{
     CheckStatus, GateStatus, GroupStatus, MemberStatus, NodeImageSelectionStatus, NodeStatus,
     RunStatus, StageStatus, State, WaitStatus, WaitingOn,
 };
+use serde::ser::{SerializeSeq, SerializeStruct};
+use serde::{Serialize, Serializer};
 
-impl Engine {
-    pub(super) fn render(&self, run: &Run) -> RunStatus {
-        let now = self.now;
-        let freeze = self.freezes.iter().find(|f| f.start <= now && now < f.end);
-        let mut stages = Vec::with_capacity(run.stages.len());
-        for (si, s) in run.stages.iter().enumerate() {
-            let mut groups = Vec::with_capacity(s.groups.len());
-            for g in &s.groups {
-                let members: Vec<MemberStatus> = g
-                    .members
-                    .iter()
-                    .enumerate()
-                    .map(|(mi, m)| {
-                        let waiting_on = match m.node.state {
-                            State::Pending => m.pending.map(|(reason, until)| WaitingOn {
-                                reason,
-                                until,
-                                message: m.message.clone(),
-                            }),
-                            State::NotStarted
-                                if g.tier.phase == Phase::Body
-                                    && !g.tier.failed
-                                    && (g.ready_open.contains(&(mi as u32))
-                                        || g.ready_free.contains(&(mi as u32))) =>
-                            {
-                                Some(if run.stopping.is_some() || !run.active() {
-                                    WaitingOn {
-                                        reason: Reason::Stop,
-                                        until: None,
-                                        message: None,
-                                    }
-                                } else if let Some(f) = freeze {
-                                    WaitingOn {
-                                        reason: Reason::Freeze,
-                                        until: Some(f.end),
-                                        message: Some(format!("fleet freeze \"{}\"", f.name)),
-                                    }
-                                } else {
-                                    WaitingOn {
-                                        reason: Reason::Concurrency,
-                                        until: None,
-                                        message: Some(format!(
-                                            "{} of {} group slots and {} of {} stage slots in use",
-                                            g.tier.in_flight,
-                                            g.tier.max_concurrency,
-                                            s.tier.in_flight,
-                                            s.tier.max_concurrency
-                                        )),
-                                    }
-                                })
-                            }
-                            State::Running => check_wait(m),
-                            _ => None,
-                        };
-                        MemberStatus {
-                            name: m.name.clone(),
-                            status: m.node.view(),
-                            message: m.message.clone(),
-                            operation_id: m.operation_id.clone(),
-                            kubernetes_version: m.kubernetes_version.clone(),
-                            node_images: m.node_images.clone(),
-                            waiting_on,
-                            checks: member_checks(run, m),
-                        }
-                    })
+/// How a run's status tree is made, node by node: [`Render::tree`] builds it whole, and
+/// [`RunStatusView`] writes it member by member with the same functions.
+#[derive(Clone, Copy)]
+pub(super) struct Render<'e> {
+    run: &'e Run,
+    freeze: Option<&'e Freeze>,
+}
+
+impl<'e> Render<'e> {
+    /// `run` at `now`, under `freezes`.
+    pub(super) fn new(run: &'e Run, freezes: &'e [Freeze], now: Timestamp) -> Render<'e> {
+        Render {
+            run,
+            freeze: freezes.iter().find(|f| f.start <= now && now < f.end),
+        }
+    }
+
+    /// The whole tree.
+    pub(super) fn tree(&self) -> RunStatus {
+        let mut stages: Vec<StageStatus> = (0..self.run.stages.len())
+            .map(|si| self.stage(si))
+            .collect();
+        for (st, s) in stages.iter_mut().zip(&self.run.stages) {
+            for (gs, g) in st.groups.iter_mut().zip(&s.groups) {
+                gs.members = (0..g.members.len())
+                    .map(|mi| self.member(s, g, mi))
                     .collect();
-                let mut status = g.tier.node.view();
-                let gate_wait = pending_gate_wait(&g.tier.before_gates)
-                    .or_else(|| pending_gate_wait(&g.tier.after_gates));
-                let all_pending = g.tier.phase == Phase::Body
-                    && g.tier.in_flight == 0
-                    && g.unfinished > 0
-                    && g.members
-                        .iter()
-                        .all(|m| m.node.state.is_terminal() || m.node.state == State::Pending);
-                let waiting_on = if status.state == State::Running && gate_wait.is_some() {
-                    if gate_wait.as_ref().is_some_and(|w| w.reason == Reason::Gate) {
-                        status.state = State::Pending;
-                    }
-                    gate_wait
-                } else if status.state == State::Running && all_pending {
-                    status.state = State::Pending;
-                    let waits = members.iter().filter_map(|m| m.waiting_on.as_ref());
-                    let message = "every remaining member is Pending".to_string();
-                    Some(all_waiting(waits, Some(message)))
-                } else {
-                    None
-                };
-                groups.push(GroupStatus {
-                    name: g.tier.name.clone(),
-                    status,
-                    failure_count: g.tier.failure_count,
-                    max_concurrency: g.tier.max_concurrency,
-                    max_allowed_failures: g.tier.max_allowed_failures,
-                    before_gates: gate_views(
-                        &run.strategy,
-                        &g.tier.before_gates,
-                        GateTiming::Before,
-                    ),
-                    after_gates: gate_views(&run.strategy, &g.tier.after_gates, GateTiming::After),
-                    members,
-                    waiting_on,
-                });
             }
-            let mut status = s.tier.node.view();
-            let waiting_on = if status.state == State::Running {
-                if let Some(w) = pending_gate_wait(&s.tier.before_gates) {
-                    if w.reason == Reason::Gate {
-                        status.state = State::Pending;
-                    }
-                    Some(w)
-                } else if s.tier.phase == Phase::After && s.wait.state == State::Running {
-                    Some(WaitingOn {
-                        reason: Reason::AfterStageWait,
-                        until: s.wait_until,
+        }
+        let mut status = self.run_node(stages.get(self.run.current));
+        status.stages = stages;
+        status
+    }
+
+    /// The run without its stages.
+    pub(super) fn head(&self) -> RunStatus {
+        let current =
+            (self.run.current < self.run.stages.len()).then(|| self.stage(self.run.current));
+        self.run_node(current.as_ref())
+    }
+
+    /// What member `mi` of group `g` waits on.
+    fn member_wait(&self, s: &StageRt, g: &GroupRt, mi: usize) -> Option<WaitingOn> {
+        let run = self.run;
+        let m = &g.members[mi];
+        match m.node.state {
+            State::Pending => m.pending.map(|(reason, until)| WaitingOn {
+                reason,
+                until,
+                message: m.message.clone(),
+            }),
+            State::NotStarted
+                if g.tier.phase == Phase::Body
+                    && !g.tier.failed
+                    && (g.ready_open.contains(&(mi as u32))
+                        || g.ready_free.contains(&(mi as u32))) =>
+            {
+                Some(if run.stopping.is_some() || !run.active() {
+                    WaitingOn {
+                        reason: Reason::Stop,
+                        until: None,
                         message: None,
-                    })
-                } else if let Some(w) = pending_gate_wait(&s.tier.after_gates) {
-                    if w.reason == Reason::Gate {
-                        status.state = State::Pending;
                     }
-                    Some(w)
-                } else if s.tier.phase == Phase::Body
-                    && s.tier.in_flight == 0
-                    && groups.iter().any(|g| g.status.state == State::Pending)
-                    && groups
-                        .iter()
-                        .all(|g| g.status.state.is_terminal() || g.status.state == State::Pending)
-                {
-                    status.state = State::Pending;
-                    let waits = groups.iter().filter_map(|g| g.waiting_on.as_ref());
-                    Some(all_waiting(waits, None))
+                } else if let Some(f) = self.freeze {
+                    WaitingOn {
+                        reason: Reason::Freeze,
+                        until: Some(f.end),
+                        message: Some(format!("fleet freeze \"{}\"", f.name)),
+                    }
                 } else {
-                    None
+                    WaitingOn {
+                        reason: Reason::Concurrency,
+                        until: None,
+                        message: Some(format!(
+                            "{} of {} group slots and {} of {} stage slots in use",
+                            g.tier.in_flight,
+                            g.tier.max_concurrency,
+                            s.tier.in_flight,
+                            s.tier.max_concurrency
+                        )),
+                    }
+                })
+            }
+            State::Running => check_wait(m),
+            _ => None,
+        }
+    }
+
+    /// Member `mi` of group `g`.
+    fn member(&self, s: &StageRt, g: &GroupRt, mi: usize) -> MemberStatus {
+        let m = &g.members[mi];
+        MemberStatus {
+            name: m.name.clone(),
+            status: m.node.view(),
+            message: m.message.clone(),
+            operation_id: m.operation_id.clone(),
+            kubernetes_version: m.kubernetes_version.clone(),
+            node_images: m.node_images.clone(),
+            waiting_on: self.member_wait(s, g, mi),
+            checks: member_checks(self.run, m),
+        }
+    }
+
+    /// Group `g` without its members.
+    fn group(&self, s: &StageRt, g: &GroupRt) -> GroupStatus {
+        let run = self.run;
+        let mut status = g.tier.node.view();
+        let gate_wait = pending_gate_wait(&g.tier.before_gates)
+            .or_else(|| pending_gate_wait(&g.tier.after_gates));
+        let all_pending = g.tier.phase == Phase::Body
+            && g.tier.in_flight == 0
+            && g.unfinished > 0
+            && g.members
+                .iter()
+                .all(|m| m.node.state.is_terminal() || m.node.state == State::Pending);
+        let waiting_on = if status.state == State::Running && gate_wait.is_some() {
+            if gate_wait.as_ref().is_some_and(|w| w.reason == Reason::Gate) {
+                status.state = State::Pending;
+            }
+            gate_wait
+        } else if status.state == State::Running && all_pending {
+            status.state = State::Pending;
+            let waits: Vec<WaitingOn> = (0..g.members.len())
+                .filter_map(|mi| self.member_wait(s, g, mi))
+                .collect();
+            let message = "every remaining member is Pending".to_string();
+            Some(all_waiting(waits.iter(), Some(message)))
+        } else {
+            None
+        };
+        GroupStatus {
+            name: g.tier.name.clone(),
+            status,
+            failure_count: g.tier.failure_count,
+            max_concurrency: g.tier.max_concurrency,
+            max_allowed_failures: g.tier.max_allowed_failures,
+            before_gates: gate_views(&run.strategy, &g.tier.before_gates, GateTiming::Before),
+            after_gates: gate_views(&run.strategy, &g.tier.after_gates, GateTiming::After),
+            members: Vec::new(),
+            waiting_on,
+        }
+    }
+
+    /// Stage `si` with its groups, without their members.
+    fn stage(&self, si: usize) -> StageStatus {
+        let run = self.run;
+        let s = &run.stages[si];
+        let groups: Vec<GroupStatus> = s.groups.iter().map(|g| self.group(s, g)).collect();
+        let mut status = s.tier.node.view();
+        let waiting_on = if status.state == State::Running {
+            if let Some(w) = pending_gate_wait(&s.tier.before_gates) {
+                if w.reason == Reason::Gate {
+                    status.state = State::Pending;
                 }
-            } else if s.tier.node.state == State::NotStarted && run.active() && si > run.current {
+                Some(w)
+            } else if s.tier.phase == Phase::After && s.wait.state == State::Running {
                 Some(WaitingOn {
-                    reason: Reason::PreviousStage,
-                    until: None,
+                    reason: Reason::AfterStageWait,
+                    until: s.wait_until,
                     message: None,
                 })
+            } else if let Some(w) = pending_gate_wait(&s.tier.after_gates) {
+                if w.reason == Reason::Gate {
+                    status.state = State::Pending;
+                }
+                Some(w)
+            } else if s.tier.phase == Phase::Body
+                && s.tier.in_flight == 0
+                && groups.iter().any(|g| g.status.state == State::Pending)
+                && groups
+                    .iter()
+                    .all(|g| g.status.state.is_terminal() || g.status.state == State::Pending)
+            {
+                status.state = State::Pending;
+                let waits = groups.iter().filter_map(|g| g.waiting_on.as_ref());
+                Some(all_waiting(waits, None))
             } else {
                 None
-            };
-            stages.push(StageStatus {
-                name: s.tier.name.clone(),
-                status,
-                failure_count: s.tier.failure_count,
-                max_concurrency: s.tier.max_concurrency,
-                max_allowed_failures: s.tier.max_allowed_failures,
-                before_gates: gate_views(&run.strategy, &s.tier.before_gates, GateTiming::Before),
-                after_gates: gate_views(&run.strategy, &s.tier.after_gates, GateTiming::After),
-                after_stage_wait_status: WaitStatus {
-                    status: s.wait.view(),
-                    wait_duration_in_seconds: s.wait_seconds,
-                },
-                groups,
-                waiting_on,
-            });
+            }
+        } else if s.tier.node.state == State::NotStarted && run.active() && si > run.current {
+            Some(WaitingOn {
+                reason: Reason::PreviousStage,
+                until: None,
+                message: None,
+            })
+        } else {
+            None
+        };
+        StageStatus {
+            name: s.tier.name.clone(),
+            status,
+            failure_count: s.tier.failure_count,
+            max_concurrency: s.tier.max_concurrency,
+            max_allowed_failures: s.tier.max_allowed_failures,
+            before_gates: gate_views(&run.strategy, &s.tier.before_gates, GateTiming::Before),
+            after_gates: gate_views(&run.strategy, &s.tier.after_gates, GateTiming::After),
+            after_stage_wait_status: WaitStatus {
+                status: s.wait.view(),
+                wait_duration_in_seconds: s.wait_seconds,
+            },
+            groups,
+            waiting_on,
         }
+    }
+
+    /// The run without its stages; `current` is its current stage's status, if it has one.
+    fn run_node(&self, current: Option<&StageStatus>) -> RunStatus {
+        let run = self.run;
         let mut status = run.node.view();
         let waiting_on = if status.state == State::Running {
-            match stages.get(run.current) {
+            match current {
                 Some(s) if s.status.state == State::Pending => {
                     status.state = State::Pending;
                     s.waiting_on.clone()
@@ -190,7 +242,6 @@ impl Engine {
         } else {
             None
         };
-        let _ = now;
         RunStatus {
             status,
             failure_count: run.failure_count,
@@ -198,18 +249,206 @@ impl Engine {
                 .then(|| NodeImageSelectionStatus {
                     selected_node_image_versions: run.target.images.clone(),
                 }),
-            stages,
+            stages: Vec::new(),
             waiting_on,
         }
     }
 
-    /// The state a user sees (Running shows as Pending while the current stage waits).
-    pub(super) fn shown_state(&self, run: &Run) -> State {
-        if run.node.state == State::Running {
-            self.render(run).status.state
-        } else {
-            run.node.state
+    /// How many members are in each end state, over the run: Completed, Failed, Skipped, and
+    /// not finished (the members' states as the tree shows them).
+    fn member_tally(&self) -> [u32; 4] {
+        let mut tally = [0; 4];
+        for m in self
+            .run
+            .stages
+            .iter()
+            .flat_map(|s| &s.groups)
+            .flat_map(|g| &g.members)
+        {
+            tally[match m.node.view().state {
+                State::Completed => 0,
+                State::Failed => 1,
+                State::Skipped => 2,
+                _ => 3,
+            }] += 1;
         }
+        tally
+    }
+}
+
+/// [`Engine::run_status_view`]: a run's status tree that is made as it is serialized.
+pub struct RunStatusView<'e>(pub(super) View<'e>);
+
+pub(super) enum View<'e> {
+    Live(Render<'e>),
+    Rendered(Box<RunStatus>),
+}
+
+impl RunStatusView<'_> {
+    /// The run's own node (its state, times and what it waits on), without its stages.
+    pub fn head(&self) -> RunStatus {
+        match &self.0 {
+            View::Live(r) => r.head(),
+            View::Rendered(status) => RunStatus {
+                stages: Vec::new(),
+                ..(**status).clone()
+            },
+        }
+    }
+
+    /// Members Completed, Failed, Skipped and not finished.
+    pub fn member_tally(&self) -> [u32; 4] {
+        match &self.0 {
+            View::Live(r) => r.member_tally(),
+            View::Rendered(status) => {
+                let mut tally = [0; 4];
+                for m in status
+                    .stages
+                    .iter()
+                    .flat_map(|s| &s.groups)
+                    .flat_map(|g| &g.members)
+                {
+                    tally[match m.status.state {
+                        State::Completed => 0,
+                        State::Failed => 1,
+                        State::Skipped => 2,
+                        _ => 3,
+                    }] += 1;
+                }
+                tally
+            }
+        }
+    }
+}
+
+/// Writes an optional field as serde's derive does (`skip_serializing_if`).
+fn field_if<S: SerializeStruct, T: Serialize>(
+    st: &mut S,
+    key: &'static str,
+    value: &T,
+    skip: bool,
+) -> Result<(), S::Error> {
+    if skip {
+        st.skip_field(key)
+    } else {
+        st.serialize_field(key, value)
+    }
+}
+
+// The views below write the fields of `RunStatus`, `StageStatus` and `GroupStatus` in their
+// order and with their rules (`state.rs`); `a_status_view_writes_what_the_tree_serializes_to`
+// (tests/tests/scenarios.rs) holds them to it over the scenario corpus.
+
+impl Serialize for RunStatusView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let r = match &self.0 {
+            View::Live(r) => r,
+            View::Rendered(status) => return status.serialize(serializer),
+        };
+        let head = r.head();
+        let mut st = serializer.serialize_struct("RunStatus", 5)?;
+        st.serialize_field("status", &head.status)?;
+        st.serialize_field("failureCount", &head.failure_count)?;
+        let selection = &head.node_image_selection;
+        field_if(
+            &mut st,
+            "nodeImageSelection",
+            selection,
+            selection.is_none(),
+        )?;
+        st.serialize_field("stages", &StagesView(*r))?;
+        field_if(
+            &mut st,
+            "waitingOn",
+            &head.waiting_on,
+            head.waiting_on.is_none(),
+        )?;
+        st.end()
+    }
+}
+
+struct StagesView<'e>(Render<'e>);
+
+impl Serialize for StagesView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let stages = &self.0.run.stages;
+        let mut seq = serializer.serialize_seq(Some(stages.len()))?;
+        for si in 0..stages.len() {
+            seq.serialize_element(&StageView(self.0, si))?;
+        }
+        seq.end()
+    }
+}
+
+struct StageView<'e>(Render<'e>, usize);
+
+impl Serialize for StageView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (r, si) = (self.0, self.1);
+        let stage = r.stage(si);
+        let mut st = serializer.serialize_struct("StageStatus", 10)?;
+        st.serialize_field("name", &stage.name)?;
+        st.serialize_field("status", &stage.status)?;
+        st.serialize_field("failureCount", &stage.failure_count)?;
+        st.serialize_field("maxConcurrency", &stage.max_concurrency)?;
+        st.serialize_field("maxAllowedFailures", &stage.max_allowed_failures)?;
+        let (before, after) = (&stage.before_gates, &stage.after_gates);
+        field_if(&mut st, "beforeGates", before, before.is_empty())?;
+        field_if(&mut st, "afterGates", after, after.is_empty())?;
+        st.serialize_field("afterStageWaitStatus", &stage.after_stage_wait_status)?;
+        st.serialize_field("groups", &GroupsView(r, si, &stage.groups))?;
+        let waiting_on = &stage.waiting_on;
+        field_if(&mut st, "waitingOn", waiting_on, waiting_on.is_none())?;
+        st.end()
+    }
+}
+
+struct GroupsView<'e, 'g>(Render<'e>, usize, &'g [GroupStatus]);
+
+impl Serialize for GroupsView<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (r, si, groups) = (self.0, self.1, self.2);
+        let mut seq = serializer.serialize_seq(Some(groups.len()))?;
+        for (gi, group) in groups.iter().enumerate() {
+            seq.serialize_element(&GroupView(r, si, gi, group))?;
+        }
+        seq.end()
+    }
+}
+
+struct GroupView<'e, 'g>(Render<'e>, usize, usize, &'g GroupStatus);
+
+impl Serialize for GroupView<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (r, si, gi, group) = (self.0, self.1, self.2, self.3);
+        let mut st = serializer.serialize_struct("GroupStatus", 9)?;
+        st.serialize_field("name", &group.name)?;
+        st.serialize_field("status", &group.status)?;
+        st.serialize_field("failureCount", &group.failure_count)?;
+        st.serialize_field("maxConcurrency", &group.max_concurrency)?;
+        st.serialize_field("maxAllowedFailures", &group.max_allowed_failures)?;
+        let (before, after) = (&group.before_gates, &group.after_gates);
+        field_if(&mut st, "beforeGates", before, before.is_empty())?;
+        field_if(&mut st, "afterGates", after, after.is_empty())?;
+        st.serialize_field("members", &MembersView(r, si, gi))?;
+        let waiting_on = &group.waiting_on;
+        field_if(&mut st, "waitingOn", waiting_on, waiting_on.is_none())?;
+        st.end()
+    }
+}
+
+struct MembersView<'e>(Render<'e>, usize, usize);
+
+impl Serialize for MembersView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (r, si, gi) = (self.0, self.1, self.2);
+        let s = &r.run.stages[si];
+        let g = &s.groups[gi];
+        let mut seq = serializer.serialize_seq(Some(g.members.len()))?;
+        for mi in 0..g.members.len() {
+            seq.serialize_element(&r.member(s, g, mi))?;
+        }
+        seq.end()
     }
 }
 

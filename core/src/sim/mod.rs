@@ -18,7 +18,7 @@ mod scenario;
 mod text;
 
 pub use fleet::{Fleet, SharedFleet, SimulatedFleet};
-pub use report::{RunReport, SimulationReport, Summary};
+pub use report::{RunFacts, RunReport, SimulationReport, Summary};
 pub use scenario::{
     implicit_catalog, Action, ActionKind, Behavior, GateRef, NamedStrategy, Scenario,
 };
@@ -28,7 +28,7 @@ pub use text::{render_text, timeline_line};
 pub use crate::drive::EngineDriver;
 
 use crate::drive::{deliver, Surroundings};
-use crate::engine::{Command, Engine, GateSelector, Input};
+use crate::engine::{Command, Engine, GateSelector, Input, RunStatusView};
 use crate::error::Error;
 use crate::event::{Event, Fact, HostCommand, Output};
 use crate::model::{GateType, Member, Timestamp};
@@ -275,6 +275,17 @@ fn pending_approvals(status: &crate::state::RunStatus) -> Vec<String> {
     out
 }
 
+impl<F: Fleet> Simulation<Engine, F> {
+    /// The report as a value that runs the simulation to its end while it is serialized: the
+    /// timeline is written entry by entry as the simulation steps, never held whole (a
+    /// 100,000-member rollout's is over 200,000 events), then each run's status tree member
+    /// by member ([`Engine::run_status_view`]), then the summary. Serializes exactly as the
+    /// report of [`Simulation::into_report`] after [`Simulation::run_to_end`].
+    pub fn stream_report(&mut self) -> StreamedReport<'_, F> {
+        StreamedReport(RefCell::new(self))
+    }
+}
+
 impl<E: EngineDriver> Simulation<E> {
     /// Validates the scenario and sets up `engine` (empty, its clock at `start`) and the
     /// simulated fleet, which takes the engine's `StartUpgrade` outputs.
@@ -498,15 +509,6 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
         self.report_with(timeline)
     }
 
-    /// The report as a value that runs the simulation to its end while it is serialized: the
-    /// timeline is written entry by entry as the simulation steps, never held whole (a
-    /// 100,000-member rollout's is over 200,000 events), then the runs and the summary.
-    /// Serializes exactly as the report of [`Simulation::into_report`] after
-    /// [`Simulation::run_to_end`].
-    pub fn stream_report(&mut self) -> StreamedReport<'_, E, F> {
-        StreamedReport(RefCell::new(self))
-    }
-
     /// Takes the timeline's entries so far out of the simulation (for [`StreamedReport`]),
     /// remembering the runs they generated or deleted.
     fn hand_out_timeline(&mut self) -> Vec<Event> {
@@ -563,31 +565,72 @@ impl<E: EngineDriver, F: Fleet> Simulation<E, F> {
 }
 
 /// [`Simulation::stream_report`]: a report that runs its simulation as it is serialized.
-pub struct StreamedReport<'s, E: EngineDriver, F: Fleet>(RefCell<&'s mut Simulation<E, F>>);
+pub struct StreamedReport<'s, F: Fleet>(RefCell<&'s mut Simulation<Engine, F>>);
 
-impl<E: EngineDriver, F: Fleet> Serialize for StreamedReport<'_, E, F> {
+impl<F: Fleet> Serialize for StreamedReport<'_, F> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // The fields of `SimulationReport`, in its order and with its rules.
         let mut report = serializer.serialize_struct("SimulationReport", 4)?;
         report.serialize_field("timeline", &StreamedTimeline(&self.0))?;
-        let rest = self.0.borrow_mut().take_report();
-        match &rest.run {
+        let sim = self.0.borrow();
+        // As `report_with` after the whole timeline was handed out: the runs noted so far.
+        let runs: Vec<(&str, Option<&str>, RunStatusView)> = sim
+            .reported_runs
+            .iter()
+            .filter_map(|(name, profile)| {
+                let view = sim.engine.run_status_view(name).ok()?;
+                Some((name.as_str(), profile.as_deref(), view))
+            })
+            .collect();
+        let heads: Vec<_> = runs
+            .iter()
+            .map(|(_, _, v)| (v.head(), v.member_tally()))
+            .collect();
+        let facts: Vec<RunFacts> = runs
+            .iter()
+            .zip(&heads)
+            .map(|((name, _, _), (head, tally))| RunFacts {
+                name,
+                status: &head.status,
+                tally: *tally,
+            })
+            .collect();
+        let summary = Summary::over(&facts, sim.run.as_deref());
+        type Entry<'a> = (&'a str, Option<&'a str>, RunStatusView<'a>);
+        fn as_report<'a>(
+            (name, profile, view): &'a Entry<'a>,
+        ) -> report::RunReportView<'a, RunStatusView<'a>> {
+            report::RunReportView {
+                name,
+                auto_upgrade_profile_name: *profile,
+                status: view,
+            }
+        }
+        let own = sim
+            .run
+            .as_deref()
+            .and_then(|r| runs.iter().find(|x| x.0 == r))
+            .map(as_report);
+        match &own {
             Some(run) => report.serialize_field("run", run)?,
             None => report.skip_field("run")?,
         }
-        match rest.runs.is_empty() {
-            false => report.serialize_field("runs", &rest.runs)?,
-            true => report.skip_field("runs")?,
+        // With profiles every run is listed (the scenario's too); without, none.
+        if sim.world.many_runs && !runs.is_empty() {
+            let all: Vec<_> = runs.iter().map(as_report).collect();
+            report.serialize_field("runs", &all)?;
+        } else {
+            report.skip_field("runs")?;
         }
-        report.serialize_field("summary", &rest.summary)?;
+        report.serialize_field("summary", &summary)?;
         report.end()
     }
 }
 
 /// The timeline of a [`StreamedReport`]: the simulation steps to its end as it is written.
-struct StreamedTimeline<'r, 's, E: EngineDriver, F: Fleet>(&'r RefCell<&'s mut Simulation<E, F>>);
+struct StreamedTimeline<'r, 's, F: Fleet>(&'r RefCell<&'s mut Simulation<Engine, F>>);
 
-impl<E: EngineDriver, F: Fleet> Serialize for StreamedTimeline<'_, '_, E, F> {
+impl<F: Fleet> Serialize for StreamedTimeline<'_, '_, F> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut sim = self.0.borrow_mut();
         let mut seq = serializer.serialize_seq(None)?;

@@ -3,7 +3,7 @@
 
 use crate::event::Event;
 use crate::model::Timestamp;
-use crate::state::{RunStatus, State};
+use crate::state::{NodeStatus, RunStatus, State};
 use serde::{Deserialize, Serialize};
 
 /// A run in a report: its name, the profile that generated it, and its status tree.
@@ -20,6 +20,19 @@ pub struct RunReport {
     pub auto_upgrade_profile_name: Option<String>,
     /// Final status tree.
     pub status: RunStatus,
+}
+
+/// A [`RunReport`] whose status tree is written as it serializes (a
+/// [`crate::engine::RunStatusView`]); serializes as the `RunReport` it stands for.
+#[derive(Serialize)]
+pub(crate) struct RunReportView<'a, T: Serialize> {
+    pub(crate) name: &'a str,
+    #[serde(
+        rename = "autoUpgradeProfileName",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) auto_upgrade_profile_name: Option<&'a str>,
+    pub(crate) status: &'a T,
 }
 
 /// The summary line of a simulation.
@@ -44,40 +57,66 @@ pub struct Summary {
     pub members_pending: u32,
 }
 
+/// What a summary reads of a run: its name, its own node, and how many of its members are
+/// Completed, Failed, Skipped and not finished.
+#[derive(Clone, Debug)]
+pub struct RunFacts<'a> {
+    /// Run name.
+    pub name: &'a str,
+    /// The run's own node, as its status tree shows it.
+    pub status: &'a NodeStatus,
+    /// Members Completed, Failed, Skipped and not finished.
+    pub tally: [u32; 4],
+}
+
 impl Summary {
     /// The summary over `runs`; `own` is the scenario's run, whose state is the summary's.
     pub fn of(runs: &[RunReport], own: Option<&str>) -> Summary {
-        let (mut c, mut f, mut s, mut p) = (0, 0, 0, 0);
-        for r in runs {
-            for st in &r.status.stages {
-                for g in &st.groups {
-                    for m in &g.members {
-                        match m.status.state {
-                            State::Completed => c += 1,
-                            State::Failed => f += 1,
-                            State::Skipped => s += 1,
-                            _ => p += 1,
+        let facts: Vec<RunFacts> = runs
+            .iter()
+            .map(|r| {
+                let mut tally = [0; 4];
+                for st in &r.status.stages {
+                    for g in &st.groups {
+                        for m in &g.members {
+                            tally[match m.status.state {
+                                State::Completed => 0,
+                                State::Failed => 1,
+                                State::Skipped => 2,
+                                _ => 3,
+                            }] += 1;
                         }
                     }
                 }
+                RunFacts {
+                    name: &r.name,
+                    status: &r.status.status,
+                    tally,
+                }
+            })
+            .collect();
+        Summary::over(&facts, own)
+    }
+
+    /// The summary over what each run's tree says ([`Summary::of`] without the trees).
+    pub fn over(runs: &[RunFacts], own: Option<&str>) -> Summary {
+        let [c, f, s, p] = runs.iter().fold([0; 4], |mut sum, r| {
+            for (total, n) in sum.iter_mut().zip(r.tally) {
+                *total += n;
             }
-        }
+            sum
+        });
         let main = own
             .and_then(|n| runs.iter().find(|r| r.name == n))
             .or(runs.last());
-        let started = runs.iter().filter_map(|r| r.status.status.start_time).min();
-        let finished = if runs
-            .iter()
-            .all(|r| r.status.status.completed_time.is_some())
-        {
-            runs.iter()
-                .filter_map(|r| r.status.status.completed_time)
-                .max()
+        let started = runs.iter().filter_map(|r| r.status.start_time).min();
+        let finished = if runs.iter().all(|r| r.status.completed_time.is_some()) {
+            runs.iter().filter_map(|r| r.status.completed_time).max()
         } else {
             None
         };
         Summary {
-            state: main.map_or(State::NotStarted, |r| r.status.status.state),
+            state: main.map_or(State::NotStarted, |r| r.status.state),
             started_at: started,
             finished_at: finished,
             makespan_seconds: match (started, finished) {
