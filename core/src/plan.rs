@@ -128,25 +128,26 @@ pub fn assign<M: Assignable>(
     members: &[&M],
     strategy: &UpdateStrategy,
 ) -> Result<Assignment, Error> {
+    // Every selector, parsed once: per stage, its own and its groups'.
+    let parse = |s: &Option<crate::model::MemberSelector>| {
+        s.as_ref().map(|s| LabelSelector::parse(&s.by_label))
+    };
+    let parsed: Vec<(Parsed, Vec<Parsed>)> = strategy
+        .stages
+        .iter()
+        .map(|st| {
+            let groups = st.groups.iter().map(|g| parse(&g.member_selector));
+            (parse(&st.member_selector), groups.collect())
+        })
+        .collect();
     // Only the label keys some selector names are indexed: the labels no selector reads (such
     // as every member's own `waverun.dev/member-name`, unique to it) would cost the index most.
     // A selector that does not parse names none here; it fails below, in its turn.
-    let named_keys: BTreeSet<String> = strategy
-        .stages
+    let named_keys: BTreeSet<&str> = parsed
         .iter()
-        .flat_map(|st| {
-            let groups = st.groups.iter().filter_map(|g| g.member_selector.as_ref());
-            st.member_selector.iter().chain(groups)
-        })
-        .filter_map(|s| LabelSelector::parse(&s.by_label).ok())
-        .flat_map(|sel| {
-            let keys: Vec<String> = sel
-                .requirements()
-                .iter()
-                .map(|r| r.key().to_string())
-                .collect();
-            keys
-        })
+        .flat_map(|(stage, groups)| std::iter::once(stage).chain(groups))
+        .filter_map(|p| p.as_ref()?.as_ref().ok())
+        .flat_map(|sel| sel.requirements().iter().map(|r| r.key()))
         .collect();
     let index = LabelIndex::from_pairs(
         members
@@ -162,10 +163,10 @@ pub fn assign<M: Assignable>(
     let mut owner: Vec<Option<(u32, u32)>> = vec![None; members.len()];
     let mut stages = Vec::with_capacity(strategy.stages.len());
     for (si, stage) in strategy.stages.iter().enumerate() {
-        let stage_sel = stage
-            .member_selector
+        let (stage_parsed, groups_parsed) = &parsed[si];
+        let stage_sel = stage_parsed
             .as_ref()
-            .map(|s| parse_sel(&s.by_label, &format!("stages[{si}].memberSelector.byLabel")))
+            .map(|p| parsed_sel(p, &format!("stages[{si}].memberSelector.byLabel")))
             .transpose()?;
         // The stage selector's members (ascending), which its groups' members must be among.
         let stage_members = match (&stage_sel, stage.groups.is_empty()) {
@@ -180,12 +181,9 @@ pub fn assign<M: Assignable>(
             };
             groups.push(ms);
         } else {
-            for group in &stage.groups {
-                let mut ms: Vec<u32> = match &group.member_selector {
-                    Some(s) => {
-                        let sel = parse_sel(&s.by_label, "memberSelector.byLabel")?;
-                        index.matching(&sel)
-                    }
+            for (group, group_parsed) in stage.groups.iter().zip(groups_parsed) {
+                let mut ms: Vec<u32> = match group_parsed {
+                    Some(p) => index.matching(parsed_sel(p, "memberSelector.byLabel")?),
                     None => by_group_name
                         .get(group.name.as_str())
                         .cloned()
@@ -241,9 +239,16 @@ fn membership_path(stage: &Stage, si: usize, gi: usize) -> String {
     }
 }
 
-fn parse_sel(s: &str, path: &str) -> Result<LabelSelector, Error> {
-    LabelSelector::parse(s)
-        .map_err(|e| Error::invalid(vec![crate::error::FieldError::new(path, e)]))
+/// A selector as [`assign`] parsed it: absent, or parsed, or why it does not parse.
+type Parsed = Option<Result<LabelSelector, String>>;
+
+/// A parsed selector, or its parse error at `path`.
+fn parsed_sel<'p>(
+    p: &'p Result<LabelSelector, String>,
+    path: &str,
+) -> Result<&'p LabelSelector, Error> {
+    p.as_ref()
+        .map_err(|e| Error::invalid(vec![crate::error::FieldError::new(path, e.clone())]))
 }
 
 /// The name of group `gi` of stage `si` (a stage without groups has one implicit group named after it).

@@ -752,12 +752,17 @@ impl<'a> LabelIndex<'a> {
             starts: vec![0],
             ..LabelIndex::default()
         };
+        // Members next to each other (in name order) mostly have the same keys in the same
+        // order, and often the same values: the previous member's ids, by position, are tried
+        // before the maps (a fleet of 100,000 spent a quarter of its StartRun in those maps).
+        let mut previous: Vec<(&'a str, u32, &'a str, u32)> = Vec::new();
         for (m, member_labels) in labels.into_iter().enumerate() {
             let m = to_u32(m);
             let first = index.pairs.len();
-            for (k, v) in member_labels {
-                let kid = match index.key_ids.get(k) {
-                    Some(&id) => id,
+            for (j, (k, v)) in member_labels.into_iter().enumerate() {
+                let seen = previous.get(j).filter(|p| p.0 == k);
+                let kid = match seen.map(|p| p.1).or_else(|| index.key_ids.get(k).copied()) {
+                    Some(id) => id,
                     None => {
                         let id = to_u32(index.keys.len());
                         index.key_ids.insert(k, id);
@@ -766,8 +771,9 @@ impl<'a> LabelIndex<'a> {
                     }
                 };
                 let postings = &mut index.keys[kid as usize];
-                let vid = match postings.value_ids.get(v) {
-                    Some(&id) => id,
+                let same_value = seen.filter(|p| p.2 == v).map(|p| p.3);
+                let vid = match same_value.or_else(|| postings.value_ids.get(v).copied()) {
+                    Some(id) => id,
                     None => {
                         let id = to_u32(postings.by_value.len());
                         postings.value_ids.insert(v, id);
@@ -775,6 +781,11 @@ impl<'a> LabelIndex<'a> {
                         id
                     }
                 };
+                let here = (k, kid, v, vid);
+                match previous.get_mut(j) {
+                    Some(p) => *p = here,
+                    None => previous.push(here),
+                }
                 postings.by_value[vid as usize].push(m);
                 postings.with_key.push(m);
                 index.pairs.push((kid, vid));
