@@ -328,6 +328,21 @@ pub struct NodeImageSelectionStatus {
     pub selected_node_image_versions: Vec<String>,
 }
 
+/// How many of `states` are Completed, Failed, Skipped, and not finished (NotStarted, Pending,
+/// Running...): a simulation summary's member counts.
+pub fn tally(states: impl IntoIterator<Item = State>) -> [u32; 4] {
+    let mut counts = [0; 4];
+    for s in states {
+        counts[match s {
+            State::Completed => 0,
+            State::Failed => 1,
+            State::Skipped => 2,
+            _ => 3,
+        }] += 1;
+    }
+    counts
+}
+
 /// The status of an update run.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -345,4 +360,12 @@ pub struct RunStatus {
     /// What it waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_on: Option<WaitingOn>,
+}
+
+impl RunStatus {
+    /// Its members Completed, Failed, Skipped and not finished ([`tally`]).
+    pub fn member_tally(&self) -> [u32; 4] {
+        let groups = self.stages.iter().flat_map(|s| &s.groups);
+        tally(groups.flat_map(|g| &g.members).map(|m| m.status.state))
+    }
 }

@@ -257,22 +257,8 @@ impl<'e> Render<'e> {
     /// How many members are in each end state, over the run: Completed, Failed, Skipped, and
     /// not finished (the members' states as the tree shows them).
     fn member_tally(&self) -> [u32; 4] {
-        let mut tally = [0; 4];
-        for m in self
-            .run
-            .stages
-            .iter()
-            .flat_map(|s| &s.groups)
-            .flat_map(|g| &g.members)
-        {
-            tally[match m.node.view().state {
-                State::Completed => 0,
-                State::Failed => 1,
-                State::Skipped => 2,
-                _ => 3,
-            }] += 1;
-        }
-        tally
+        let groups = self.run.stages.iter().flat_map(|s| &s.groups);
+        crate::state::tally(groups.flat_map(|g| &g.members).map(|m| m.node.view().state))
     }
 }
 
@@ -300,23 +286,7 @@ impl RunStatusView<'_> {
     pub fn member_tally(&self) -> [u32; 4] {
         match &self.0 {
             View::Live(r) => r.member_tally(),
-            View::Rendered(status) => {
-                let mut tally = [0; 4];
-                for m in status
-                    .stages
-                    .iter()
-                    .flat_map(|s| &s.groups)
-                    .flat_map(|g| &g.members)
-                {
-                    tally[match m.status.state {
-                        State::Completed => 0,
-                        State::Failed => 1,
-                        State::Skipped => 2,
-                        _ => 3,
-                    }] += 1;
-                }
-                tally
-            }
+            View::Rendered(status) => status.member_tally(),
         }
     }
 }
@@ -332,6 +302,30 @@ fn field_if<S: SerializeStruct, T: Serialize>(
         st.skip_field(key)
     } else {
         st.serialize_field(key, value)
+    }
+}
+
+/// The fields a stage and a group share, first in both (`StageStatus`, `GroupStatus`).
+struct TierFields<'a> {
+    name: &'a str,
+    status: &'a NodeStatus,
+    failure_count: u32,
+    max_concurrency: u32,
+    max_allowed_failures: u32,
+    before_gates: &'a Vec<GateStatus>,
+    after_gates: &'a Vec<GateStatus>,
+}
+
+impl TierFields<'_> {
+    fn write<S: SerializeStruct>(&self, st: &mut S) -> Result<(), S::Error> {
+        st.serialize_field("name", self.name)?;
+        st.serialize_field("status", self.status)?;
+        st.serialize_field("failureCount", &self.failure_count)?;
+        st.serialize_field("maxConcurrency", &self.max_concurrency)?;
+        st.serialize_field("maxAllowedFailures", &self.max_allowed_failures)?;
+        let (before, after) = (self.before_gates, self.after_gates);
+        field_if(st, "beforeGates", before, before.is_empty())?;
+        field_if(st, "afterGates", after, after.is_empty())
     }
 }
 
@@ -387,14 +381,16 @@ impl Serialize for StageView<'_> {
         let (r, si) = (self.0, self.1);
         let stage = r.stage(si);
         let mut st = serializer.serialize_struct("StageStatus", 10)?;
-        st.serialize_field("name", &stage.name)?;
-        st.serialize_field("status", &stage.status)?;
-        st.serialize_field("failureCount", &stage.failure_count)?;
-        st.serialize_field("maxConcurrency", &stage.max_concurrency)?;
-        st.serialize_field("maxAllowedFailures", &stage.max_allowed_failures)?;
-        let (before, after) = (&stage.before_gates, &stage.after_gates);
-        field_if(&mut st, "beforeGates", before, before.is_empty())?;
-        field_if(&mut st, "afterGates", after, after.is_empty())?;
+        TierFields {
+            name: &stage.name,
+            status: &stage.status,
+            failure_count: stage.failure_count,
+            max_concurrency: stage.max_concurrency,
+            max_allowed_failures: stage.max_allowed_failures,
+            before_gates: &stage.before_gates,
+            after_gates: &stage.after_gates,
+        }
+        .write(&mut st)?;
         st.serialize_field("afterStageWaitStatus", &stage.after_stage_wait_status)?;
         st.serialize_field("groups", &GroupsView(r, si, &stage.groups))?;
         let waiting_on = &stage.waiting_on;
@@ -422,14 +418,16 @@ impl Serialize for GroupView<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let (r, si, gi, group) = (self.0, self.1, self.2, self.3);
         let mut st = serializer.serialize_struct("GroupStatus", 9)?;
-        st.serialize_field("name", &group.name)?;
-        st.serialize_field("status", &group.status)?;
-        st.serialize_field("failureCount", &group.failure_count)?;
-        st.serialize_field("maxConcurrency", &group.max_concurrency)?;
-        st.serialize_field("maxAllowedFailures", &group.max_allowed_failures)?;
-        let (before, after) = (&group.before_gates, &group.after_gates);
-        field_if(&mut st, "beforeGates", before, before.is_empty())?;
-        field_if(&mut st, "afterGates", after, after.is_empty())?;
+        TierFields {
+            name: &group.name,
+            status: &group.status,
+            failure_count: group.failure_count,
+            max_concurrency: group.max_concurrency,
+            max_allowed_failures: group.max_allowed_failures,
+            before_gates: &group.before_gates,
+            after_gates: &group.after_gates,
+        }
+        .write(&mut st)?;
         st.serialize_field("members", &MembersView(r, si, gi))?;
         let waiting_on = &group.waiting_on;
         field_if(&mut st, "waitingOn", waiting_on, waiting_on.is_none())?;

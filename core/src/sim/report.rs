@@ -74,25 +74,10 @@ impl Summary {
     pub fn of(runs: &[RunReport], own: Option<&str>) -> Summary {
         let facts: Vec<RunFacts> = runs
             .iter()
-            .map(|r| {
-                let mut tally = [0; 4];
-                for st in &r.status.stages {
-                    for g in &st.groups {
-                        for m in &g.members {
-                            tally[match m.status.state {
-                                State::Completed => 0,
-                                State::Failed => 1,
-                                State::Skipped => 2,
-                                _ => 3,
-                            }] += 1;
-                        }
-                    }
-                }
-                RunFacts {
-                    name: &r.name,
-                    status: &r.status.status,
-                    tally,
-                }
+            .map(|r| RunFacts {
+                name: &r.name,
+                status: &r.status.status,
+                tally: r.status.member_tally(),
             })
             .collect();
         Summary::over(&facts, own)
