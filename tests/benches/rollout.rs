@@ -143,6 +143,8 @@ struct Driver {
     events: u64,
     buf: Vec<Output>,
     start_run_ns: u64,
+    /// The engine's snapshot (`Engine::snapshot`) right after StartRun, in bytes.
+    snapshot_started: usize,
 }
 
 impl Driver {
@@ -164,6 +166,7 @@ impl Driver {
             events: 0,
             buf: Vec::with_capacity(256),
             start_run_ns: 0,
+            snapshot_started: 0,
         }
     }
 
@@ -225,6 +228,7 @@ impl Driver {
                 started = true;
                 let name = self.run.clone();
                 self.start_run_ns = self.input(Input::Command(Command::StartRun { name }));
+                self.snapshot_started = self.engine.snapshot().len();
             }
             self.input(Input::Timeout);
             let finished = self.engine.run_state(&self.run).is_some_and(|s| {
@@ -259,10 +263,13 @@ struct DriverStats {
     per_event_sorted: Vec<u64>,
     busy: Duration,
     start_run_ns: u64,
+    /// The engine's snapshot with the members registered, right after StartRun, at the end.
+    snapshot_bytes: [usize; 3],
 }
 
 fn drive(sc: &Scenario) -> DriverStats {
     let mut d = Driver::new(sc);
+    let snapshot_registered = d.engine.snapshot().len();
     d.run_to_end(sc.horizon());
     assert_eq!(
         d.engine.run_state(&d.run),
@@ -287,6 +294,11 @@ fn drive(sc: &Scenario) -> DriverStats {
         per_event_sorted: per_event,
         busy,
         start_run_ns: d.start_run_ns,
+        snapshot_bytes: [
+            snapshot_registered,
+            d.snapshot_started,
+            d.engine.snapshot().len(),
+        ],
     }
 }
 
@@ -382,6 +394,13 @@ fn section_rollout(cfg: &Config, shape: Shape) {
         ms(stats.busy),
         us(stats.busy.as_nanos() as f64 / stats.events as f64),
         us(stats.start_run_ns as f64)
+    );
+    let members = shape.members() as f64;
+    let per_member = stats.snapshot_bytes.map(|b| b as f64 / members);
+    println!(
+        "  engine state (Engine::snapshot, JSON) per member: {:.0} B registered, {:.0} B once \
+         the run started, {:.0} B at the end",
+        per_member[0], per_member[1], per_member[2]
     );
 }
 
