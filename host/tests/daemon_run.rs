@@ -241,6 +241,83 @@ fn a_window_the_provider_reports_later_reaches_the_engine_s_member() {
 }
 
 #[test]
+fn a_batch_of_members_registers_in_one_step_or_not_at_all() {
+    use waverun_host::daemon::{MemberBinding, MEMBERS};
+    use waverun_host::providers::ClusterTarget;
+    let (_rt, plugin) = plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let s = scenario();
+    let fleet = start(&plugin, &dir.path().join("waverun.db"), &s, FAST);
+    let described = |name: &str| {
+        let m = &s.members[0];
+        let target = ClusterTarget {
+            member: m.name.clone(),
+            cluster_ref: None,
+            region: Some(m.region.clone()),
+        };
+        let binding = MemberBinding {
+            name: name.to_string(),
+            provider: "simulated".to_string(),
+            cluster_ref: None,
+            cluster_resource_id: None,
+            group: Some("batch".to_string()),
+            labels: m.labels.clone(),
+            long_term_support: false,
+        };
+        (binding, fleet.simulated.describe(&target).unwrap())
+    };
+    // What the engine and the store hold of `names`: (in the engine, stored).
+    let held = |names: &'static [&'static str]| {
+        fleet
+            .daemon
+            .call(move |w| {
+                let snapshot = w
+                    .engine()
+                    .query(&serde_json::json!({"type": "snapshot"}))
+                    .unwrap()
+                    .to_string();
+                names
+                    .iter()
+                    .map(|n| {
+                        let stored = w.engine().stored().resource(MEMBERS, n).unwrap();
+                        (snapshot.contains(&format!("\"{n}\"")), stored.is_some())
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+    };
+    let good = vec![
+        described("batch-a"),
+        described("batch-b"),
+        described("batch-c"),
+    ];
+    let registered = fleet
+        .daemon
+        .call(move |w| w.register_members(&good, "test", None).map(|m| m.len()))
+        .unwrap()
+        .unwrap_or_else(|(i, e)| panic!("refused at {i:?}: {e}"));
+    assert_eq!(registered, 3);
+    assert_eq!(held(&["batch-a", "batch-b", "batch-c"]), [(true, true); 3]);
+    // The engine refuses the second member of the next batch (its name breaks the naming
+    // rule): the first one is not kept either, in the engine or in the store.
+    let bad = vec![
+        described("batch-d"),
+        described("Not A Name"),
+        described("batch-e"),
+    ];
+    let refused = fleet
+        .daemon
+        .call(move |w| w.register_members(&bad, "test", None).map(|m| m.len()))
+        .unwrap();
+    let (index, error) = refused.expect_err("a member with a bad name is refused");
+    assert_eq!(index, Some(1), "{error}");
+    assert!(error.to_string().contains("name"), "{error}");
+    assert_eq!(held(&["batch-d", "batch-e"]), [(false, false); 2]);
+    // The engine goes on from the committed state: the first batch is whole.
+    assert_eq!(held(&["batch-a", "batch-b", "batch-c"]), [(true, true); 3]);
+}
+
+#[test]
 fn commits_that_fail_after_writing_or_before_it_lose_no_upgrade_and_double_none() {
     use store_support::{Fault, Faulty};
     let (_rt, plugin) = plugin();

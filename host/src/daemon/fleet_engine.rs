@@ -311,6 +311,46 @@ impl FleetEngine {
         self.finish_with(r, None, extras)
     }
 
+    /// Several operator commands as one step: each goes to the engine in turn, and their
+    /// journal records, events and writes (`writes`: the audit entry and resources of the
+    /// whole batch) are committed in one transaction — one commit, one fsync, however many
+    /// commands. If the engine refuses one, nothing of the batch is kept: the step is dropped
+    /// and the engine rebuilt from the store (as if the batch had never come), and the error
+    /// says which command (its index) and why. The one exception is a trap of the module
+    /// itself midway (a bug): what the engine journaled before it is committed then, as after
+    /// any trap, and the rest of the batch continues.
+    pub fn command_batch(
+        &mut self,
+        commands: &[Command],
+        writes: StepWrites,
+    ) -> Result<Applied, (Option<usize>, DaemonError)> {
+        // The batch's resources wait in the pending step from the start, so that a commit
+        // after a trap (which takes the pending step) keeps them with the journal records.
+        self.pending.lock().resources.extend(writes.resources);
+        let mut events = Vec::new();
+        for (i, command) in commands.iter().enumerate() {
+            match self.call("command", |inst| inst.command(command)) {
+                Ok(e) => {
+                    // A trap's replay gave the events of the input it journaled: in order.
+                    events.append(&mut self.replayed_events);
+                    events.extend(e);
+                }
+                Err(e) => {
+                    return Err(match self.rebuild() {
+                        Ok(_) => (Some(i), e),
+                        Err(again) => (None, again),
+                    });
+                }
+            }
+        }
+        let writes = StepWrites {
+            audit: writes.audit,
+            resources: Vec::new(),
+            deleted_resources: writes.deleted_resources,
+        };
+        self.commit(events, None, writes).map_err(|e| (None, e))
+    }
+
     /// A step with no engine input: an audit entry for a request refused before it reached
     /// the engine (a failed precondition), or metadata alone.
     pub fn record(&mut self, extras: StepWrites) -> Result<(), DaemonError> {
@@ -609,9 +649,9 @@ impl FleetEngine {
         }
         step.events = events.iter().map(event_row).collect();
         step.operation_updates.extend(done);
-        step.audit = extras.audit.into_iter().collect();
-        step.resources = extras.resources;
-        step.deleted_resources = extras.deleted_resources;
+        step.audit.extend(extras.audit);
+        step.resources.extend(extras.resources);
+        step.deleted_resources.extend(extras.deleted_resources);
         self.stamp_runs(&events, &mut step);
         self.record_generated(&events, &mut step);
         let mut new_ids = std::mem::take(&mut self.recovered);

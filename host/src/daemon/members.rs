@@ -183,6 +183,38 @@ impl Worker {
         Ok(meta)
     }
 
+    /// Registers (or re-registers) many members as `by`, in one step: every engine member and
+    /// resource, and `audit`, in one transaction ([`super::FleetEngine::command_batch`]).
+    /// Nothing is registered if the engine refuses one; the error then gives its index.
+    pub fn register_members(
+        &mut self,
+        members: &[(MemberBinding, Described)],
+        by: &str,
+        audit: Option<crate::store::NewAudit>,
+    ) -> Result<Vec<ResourceMeta>, (Option<usize>, super::DaemonError)> {
+        let mut metas = Vec::with_capacity(members.len());
+        let mut commands = Vec::with_capacity(members.len());
+        for (binding, d) in members {
+            let existing = self
+                .engine()
+                .stored()
+                .resource(MEMBERS, &binding.name)
+                .map_err(|e| (None, e.into()))?;
+            metas.push(member_resource(binding, d, by, existing.as_ref()));
+            commands.push(Command::UpsertMember {
+                member: binding.member(d),
+            });
+        }
+        let writes = StepWrites {
+            audit,
+            resources: metas.clone(),
+            ..StepWrites::default()
+        };
+        let applied = self.engine().command_batch(&commands, writes)?;
+        self.dispatched(&applied);
+        Ok(metas)
+    }
+
     /// What the provider says a registered member is now, in one step with its resource's new
     /// status: a changed window, region or label replaces the engine's member; changed versions
     /// are observed; a change of `busy` alone is only written.

@@ -23,7 +23,7 @@ pub use tls::{TlsAcceptor, TlsFiles};
 use crate::api::{self, ApiState, Auth};
 use crate::daemon::{
     BuildEngine, Daemon, FleetClock, FleetEngine, LeaseKeeper, LeaseTiming, Measurements,
-    MemberBinding, OnLead, Providers, Replica, ReplicaStatus, StepWrites, Transition, LEADER_URL,
+    MemberBinding, OnLead, Providers, Replica, ReplicaStatus, Transition, LEADER_URL,
 };
 use crate::providers::aks::AksProvider;
 use crate::providers::{ExecConfig, ExecProvider, Provider, SimulatedCluster, SimulatedProvider};
@@ -670,6 +670,7 @@ fn register_fleet(
     if known.as_deref() == Some(hash.as_str()) {
         return Ok(());
     }
+    let mut described = Vec::with_capacity(file.members.len());
     for m in &file.members {
         let binding = MemberBinding {
             name: m.name.clone(),
@@ -690,9 +691,14 @@ fn register_fleet(
         let d = simulated
             .describe(&binding.target(Some(m.region.clone())))
             .map_err(|e| format!("members: {}: {e}", m.name))?;
-        w.register_member(&binding, &d, "fleet-file", StepWrites::default())
-            .map_err(|e| format!("members: {}: {e}", m.name))?;
+        described.push((binding, d));
     }
+    // One step for the whole file: a 100,000-member fleet registers in one transaction.
+    w.register_members(&described, "fleet-file", None)
+        .map_err(|(i, e)| match i {
+            Some(i) => format!("members[{i}] ({}): {e}", file.members[i].name),
+            None => format!("members: {e}"),
+        })?;
     let catalog = file.catalog(file.start.unwrap_or(now));
     w.command(&Command::SetCatalog { catalog }, None)
         .map_err(|e| format!("releases: {e}"))?;

@@ -880,7 +880,10 @@ mod reads {
         name: &str,
     ) -> Result<Option<ResourceMeta>, StoreError> {
         let sql = format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = ?1 AND name = ?2");
-        conn.query_row(&sql, params![kind, name], resource_row)
+        // Cached: a bulk registration reads every member's resource in turn.
+        conn.prepare_cached(&sql)
+            .map_err(db)?
+            .query_row(params![kind, name], resource_row)
             .optional()
             .map_err(db)
     }
