@@ -192,6 +192,9 @@ impl Worker {
         by: &str,
         audit: Option<crate::store::NewAudit>,
     ) -> Result<Vec<ResourceMeta>, (Option<usize>, super::DaemonError)> {
+        if members.is_empty() && audit.is_none() {
+            return Ok(Vec::new()); // no step to commit
+        }
         let mut metas = Vec::with_capacity(members.len());
         let mut commands = Vec::with_capacity(members.len());
         for (binding, d) in members {
