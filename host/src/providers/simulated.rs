@@ -11,7 +11,7 @@ use super::{ClusterTarget, Described, OperationPhase, OperationReport, Provider}
 use crate::clock::Clock;
 use crate::store::StoreError;
 use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -97,6 +97,46 @@ impl Db {
             *client = Some(crate::store::pg_connect(url).map_err(db)?);
         }
         Ok(client.as_mut().expect("connected above"))
+    }
+
+    /// Every upgrade of every member, each member's in the order they take effect: one query
+    /// for a whole batch of descriptions.
+    fn histories(&mut self) -> Result<HashMap<String, Vec<Change>>, ProviderError> {
+        const SQL: &str = "SELECT member, control_plane, node_images, due_ms, succeeds
+                           FROM sim_operations ORDER BY member, due_ms, attempt";
+        let mut all: HashMap<String, Vec<Change>> = HashMap::new();
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(SQL).map_err(db)?;
+                let rows = st
+                    .query_map([], |r| {
+                        let change = Change {
+                            control_plane: r.get(1)?,
+                            node_images: r.get(2)?,
+                            due_ms: r.get(3)?,
+                            succeeds: r.get(4)?,
+                        };
+                        Ok((r.get::<_, String>(0)?, change))
+                    })
+                    .map_err(db)?;
+                for row in rows {
+                    let (member, change) = row.map_err(db)?;
+                    all.entry(member).or_default().push(change);
+                }
+            }
+            Db::Postgres { client, url } => {
+                for r in Db::pg(client, url)?.query(SQL, &[]).map_err(db)? {
+                    let change = Change {
+                        control_plane: r.get(1),
+                        node_images: r.get(2),
+                        due_ms: r.get(3),
+                        succeeds: r.get::<_, i64>(4) != 0,
+                    };
+                    all.entry(r.get(0)).or_default().push(change);
+                }
+            }
+        }
+        Ok(all)
     }
 
     /// Every upgrade of `member`, in the order they take effect.
@@ -328,7 +368,7 @@ impl SimulatedProvider {
     }
 
     /// What the cluster runs at `now`: its start, then every upgrade that succeeded by then.
-    fn state_at(db: &mut Db, c: &SimulatedCluster, now: i64) -> Result<Described, ProviderError> {
+    fn state_at(c: &SimulatedCluster, history: &[Change], now: i64) -> Described {
         let mut d = Described {
             kubernetes_version: c.kubernetes_version.clone(),
             node_pools: c.node_pools.clone(),
@@ -338,7 +378,7 @@ impl SimulatedProvider {
             maintenance: (!c.maintenance.is_empty()).then(|| c.maintenance.clone()),
             labels: BTreeMap::new(),
         };
-        for change in db.history(&c.name)? {
+        for change in history {
             if change.due_ms > now {
                 d.busy = true;
                 continue;
@@ -346,8 +386,8 @@ impl SimulatedProvider {
             if !change.succeeds {
                 continue;
             }
-            if let Some(cp) = change.control_plane {
-                d.kubernetes_version = cp;
+            if let Some(cp) = &change.control_plane {
+                d.kubernetes_version = cp.clone();
             }
             let images: Vec<PoolImage> =
                 serde_json::from_str(&change.node_images).unwrap_or_default();
@@ -357,7 +397,7 @@ impl SimulatedProvider {
                 }
             }
         }
-        Ok(d)
+        d
     }
 
     fn report(row: &Row, now: i64) -> OperationReport {
@@ -396,7 +436,7 @@ impl SimulatedProvider {
                 poll_after_seconds: r.poll_after_seconds,
             });
         }
-        let state = Self::state_at(db, c, now)?;
+        let state = Self::state_at(c, &db.history(&c.name)?, now);
         if state.busy {
             return Err(ProviderError::new(
                 ProviderErrorCode::OperationInProgress,
@@ -465,7 +505,25 @@ impl Provider for SimulatedProvider {
 
     fn describe(&self, target: &ClusterTarget) -> Result<Described, ProviderError> {
         let c = self.cluster(target)?;
-        Self::state_at(&mut self.db(), c, self.now_ms())
+        let history = self.db().history(&c.name)?;
+        Ok(Self::state_at(c, &history, self.now_ms()))
+    }
+
+    /// Every cluster's state from one read of the fleet's record.
+    fn describe_many(&self, targets: &[ClusterTarget]) -> Vec<Result<Described, ProviderError>> {
+        let now = self.now_ms();
+        let histories = match self.db().histories() {
+            Ok(h) => h,
+            Err(e) => return targets.iter().map(|_| Err(e.clone())).collect(),
+        };
+        targets
+            .iter()
+            .map(|t| {
+                let c = self.cluster(t)?;
+                let history = histories.get(&c.name).map_or(&[][..], Vec::as_slice);
+                Ok(Self::state_at(c, history, now))
+            })
+            .collect()
     }
 
     /// Passes unless the cluster is busy with another upgrade (or stopped).

@@ -670,9 +670,9 @@ fn register_fleet(
     if known.as_deref() == Some(hash.as_str()) {
         return Ok(());
     }
-    let mut described = Vec::with_capacity(file.members.len());
+    let mut bindings = Vec::with_capacity(file.members.len());
     for m in &file.members {
-        let binding = MemberBinding {
+        bindings.push(MemberBinding {
             name: m.name.clone(),
             provider: m
                 .provider
@@ -687,10 +687,20 @@ fn register_fleet(
             group: m.group.clone(),
             labels: m.labels.clone(),
             long_term_support: m.long_term_support,
-        };
-        let d = simulated
-            .describe(&binding.target(Some(m.region.clone())))
-            .map_err(|e| format!("members: {}: {e}", m.name))?;
+        });
+    }
+    let targets: Vec<_> = bindings
+        .iter()
+        .zip(&file.members)
+        .map(|(b, m)| b.target(Some(m.region.clone())))
+        .collect();
+    let mut described = Vec::with_capacity(bindings.len());
+    for ((binding, d), m) in bindings
+        .into_iter()
+        .zip(simulated.describe_many(&targets))
+        .zip(&file.members)
+    {
+        let d = d.map_err(|e| format!("members: {}: {e}", m.name))?;
         described.push((binding, d));
     }
     // One step for the whole file: a 100,000-member fleet registers in one transaction.
