@@ -23,11 +23,13 @@
 //! 11. failover (issue 25): three replicas on a private PostgreSQL, the leader `kill -9`ed 20
 //!     times: until another leads, and until it takes a change (median, max);
 //! 12. step commit latency and fsyncs, PostgreSQL against SQLite;
-//! 13. a follower's `GET /updateRuns/{name}` of a 10,000-member run at 1,000 requests/s.
+//! 13. a follower's `GET /updateRuns/{name}` of a 10,000-member run at 1,000 requests/s;
+//! 14. a 100,000-member fleet (issue 26): start to ready with the fleet file, then the whole
+//!     fleet registered again over HTTP in one `POST /members` (each member relabelled).
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
 //! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
-//! sse, slowloris, check, aks, webhooks, failover, commit, follower).
+//! sse, slowloris, check, aks, webhooks, failover, commit, follower, fleet).
 //! Figures are printed; nothing is asserted (shared machines are noisy).
 
 use serde_json::{json, Value};
@@ -594,6 +596,50 @@ fn main() {
     if part("follower") {
         follower_reads(dir.path(), &cache, quick);
     }
+    if part("fleet") {
+        fleet_scale(dir.path(), &cache, quick);
+    }
+}
+
+/// Part 14: a fleet of 100,000 members (2,000 quick) registered from the fleet file at start,
+/// then again over HTTP in one import.
+fn fleet_scale(dir: &Path, cache: &Path, quick: bool) {
+    let n = if quick { 2_000 } else { 100_000 };
+    println!(
+        "== 14. a {n}-member fleet: the fleet file at start, then one POST /members of all of them"
+    );
+    let sub = dir.join("fleet-scale");
+    std::fs::create_dir_all(&sub).unwrap();
+    let fleet = fleet_file(&sub, (0..n).map(|i| member(i, None)).collect());
+    let (d, ready) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve.log"));
+    println!(
+        "start to ready, the fleet file registered: {}   (target ≤ 5 s at 100,000)",
+        ms(ready)
+    );
+    let value: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"name": format!("m{i:05}"), "properties": {
+                "labels": {"env": "prod", "ring": (i % 10).to_string()}}})
+        })
+        .collect();
+    let body = json!({ "value": value });
+    let size = body.to_string().len();
+    let began = Instant::now();
+    let r = send(
+        &agent(),
+        "POST",
+        &format!("{}/members", d.base),
+        Some(&body),
+    );
+    let took = began.elapsed();
+    assert_eq!(r["updated"], n, "{r}");
+    println!(
+        "POST /members of {n} members ({} KiB): {} — {:.1} µs per member   (target ≤ 5 s at 100,000)",
+        size / 1024,
+        ms(took),
+        took.as_secs_f64() * 1e6 / n as f64
+    );
+    d.stop();
 }
 
 /// The fake ARM (a child process) seeded with `n` clusters in eastus on 1.33.2, 1.34.1

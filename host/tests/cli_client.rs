@@ -879,6 +879,83 @@ fn connection_errors_name_the_server_and_how_to_point_elsewhere() {
 }
 
 #[test]
+fn member_import_takes_what_member_list_prints_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_life, server) = daemon(dir.path());
+    // What `member list -o json` printed, with one member gone meanwhile and a label changed.
+    let listed = ok(&server, &["member", "list", "-o", "json"]).stdout;
+    let mut members: Vec<Value> = serde_json::from_str(&listed).unwrap();
+    assert_eq!(members.len(), 6);
+    members[0]["labels"]["ring"] = json!("first");
+    let file = dir.path().join("members.json");
+    std::fs::write(&file, serde_json::to_string(&members).unwrap()).unwrap();
+    ok(&server, &["member", "delete", "-n", "m6", "--yes"]);
+    let o = ok(
+        &server,
+        &[
+            "member",
+            "import",
+            "--file",
+            file.to_str().unwrap(),
+            "-o",
+            "table",
+        ],
+    );
+    assert!(
+        o.stdout
+            .contains("6 members: 1 created, 5 registered again"),
+        "{}",
+        o.stdout
+    );
+    let m1 = ok(&server, &["member", "show", "-n", "m1", "-o", "json"]).stdout;
+    let m1: Value = serde_json::from_str(&m1).unwrap();
+    assert_eq!(m1["labels"]["ring"], "first");
+    // --only-new refuses the whole file: they exist now. Exit 1, the member named.
+    let o = cli(
+        &server,
+        &[
+            "member",
+            "import",
+            "--file",
+            file.to_str().unwrap(),
+            "--only-new",
+        ],
+    );
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("\"m1\""), "{}", o.stderr);
+    // YAML, as the API lists members; a member the provider does not know stops all of them.
+    let yaml = dir.path().join("members.yaml");
+    std::fs::write(
+        &yaml,
+        "value:\n- name: m2\n  properties: {labels: {ring: second}}\n- name: m9\n  properties: {}\n",
+    )
+    .unwrap();
+    let o = cli(
+        &server,
+        &["member", "import", "--file", yaml.to_str().unwrap()],
+    );
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("value[1].properties.clusterRef"),
+        "{}",
+        o.stderr
+    );
+    let m2 = ok(&server, &["member", "show", "-n", "m2", "-o", "json"]).stdout;
+    assert_eq!(
+        serde_json::from_str::<Value>(&m2).unwrap()["labels"]["ring"],
+        "canary"
+    );
+    // A file that is not a list of members is bad usage (exit 2), before any request.
+    std::fs::write(&yaml, "name: m2\n").unwrap();
+    let o = cli(
+        &server,
+        &["member", "import", "--file", yaml.to_str().unwrap()],
+    );
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("a list of members"), "{}", o.stderr);
+}
+
+#[test]
 fn every_verb_s_help_ends_with_an_example() {
     let verbs: &[&[&str]] = &[
         &["simulate"],
@@ -891,6 +968,7 @@ fn every_verb_s_help_ends_with_an_example() {
         &["member", "update"],
         &["member", "show"],
         &["member", "list"],
+        &["member", "import"],
         &["member", "delete"],
         &["updatestrategy", "create"],
         &["updatestrategy", "show"],

@@ -782,6 +782,170 @@ fn members_are_put_patched_and_deleted_through_their_provider() {
 }
 
 #[test]
+fn a_members_import_registers_all_of_them_or_none_and_names_the_member_refused() {
+    let d = Daemon::start(&[]);
+    let etag = |name: &str| d.get(&format!("/members/{name}"), None).etag;
+    let import = |headers: &[(&str, &str)], value: Value| {
+        d.call(
+            "POST",
+            "/members",
+            None,
+            headers,
+            Some(&json!({ "value": value }).to_string()),
+        )
+    };
+    // The fleet's own list, posted back: every member registered again, none new.
+    let list = d.get("/members", None);
+    let r = d.call("POST", "/members", None, &[], Some(&list.body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({"created": 0, "updated": 3}));
+    // One member gone; an import brings it back and changes another, in one request.
+    assert_eq!(
+        d.call("DELETE", "/members/prod-2", None, &[], None).status,
+        204
+    );
+    let r = import(
+        &[],
+        json!([
+            {"name": "dev-1", "properties": {"group": "dev", "labels": {"ring": "0"}}},
+            {"name": "prod-2", "properties": {"group": "prod"}},
+        ]),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({"created": 1, "updated": 1}));
+    let dev = d.get("/members/dev-1", None).body;
+    assert_eq!(dev["properties"]["labels"], json!({"ring": "0"}));
+    let prod = d.get("/members/prod-2", None).body;
+    assert_eq!(prod["properties"]["group"], "prod");
+    assert_eq!(prod["properties"]["status"]["kubernetesVersion"], "1.30.4");
+    let before = (etag("dev-1"), etag("prod-1"), etag("prod-2"));
+    // Refusals name the member by its place in the list, and change nothing.
+    let refusals = [
+        (
+            json!([
+                {"name": "dev-1", "properties": {"group": "dev"}},
+                {"name": "ghost", "properties": {"group": "prod"}},
+            ]),
+            "value[1].properties.clusterRef",
+            "no such cluster",
+        ),
+        (
+            json!([
+                {"name": "prod-1", "properties": {"group": "prod"}},
+                {"name": "prod-1", "properties": {"group": "dev"}},
+            ]),
+            "value[1].name",
+            "is given twice (also value[0])",
+        ),
+        (
+            json!([{"name": "dev-1", "properties": {"group": "dev", "colour": "red"}}]),
+            "value[0].properties.colour",
+            "",
+        ),
+        (
+            json!([{"properties": {"group": "dev"}}]),
+            "value[0].name",
+            "is required",
+        ),
+        (
+            json!([
+                {"name": "dev-1", "properties": {"group": "dev"}},
+                {"name": "prod-1", "properties": {"provider": "nowhere"}},
+            ]),
+            "value[1].properties.provider",
+            "not a provider of this daemon",
+        ),
+        (
+            json!([
+                {"name": "dev-1", "properties": {"group": "dev"}},
+                {"name": "prod-1", "properties": {"labels": {"not a key!": "x"}}},
+            ]),
+            "value[1].properties.labels",
+            "",
+        ),
+    ];
+    for (value, target, detail) in refusals {
+        let r = import(&[], value.clone());
+        assert_eq!(r.status, 400, "{value}: {}", r.body);
+        let at = r.body["target"].as_str().unwrap_or_default();
+        assert!(at.starts_with(target), "{value}: {}", r.body);
+        assert!(
+            r.body["detail"].as_str().unwrap().contains(detail),
+            "{value}: {}",
+            r.body
+        );
+        assert_eq!((etag("dev-1"), etag("prod-1"), etag("prod-2")), before);
+    }
+    // Only new members with If-None-Match: *; a version of one resource means nothing here.
+    let value = json!([{"name": "dev-1", "properties": {"group": "dev"}}]);
+    let r = import(&[("if-none-match", "*")], value.clone());
+    assert_eq!(r.status, 412, "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("\"dev-1\""));
+    let r = import(&[("if-match", "\"x\"")], value);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["target"], "If-Match");
+    assert_eq!((etag("dev-1"), etag("prod-1"), etag("prod-2")), before);
+    // Each import, taken or refused, is in the audit log.
+    let audit = d.get("/audit", None).body.to_string();
+    assert!(audit.contains("members.import"), "{audit}");
+}
+
+#[test]
+fn a_members_import_takes_a_body_past_one_resources_limit_and_refuses_one_past_its_own() {
+    // 3,000 clusters with 20 long labels each: a 5 MB import, over the 4 MiB of one resource.
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..3000).map(|i| format!("m{i:04}")).collect();
+    let members: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            json!({
+                "name": name, "region": "eastus", "kubernetesVersion": "1.32.7",
+                "nodePools": [{"name": "system", "osType": "Linux", "imageVersion": "AKSUbuntu-2204-202611.01.0"}],
+            })
+        })
+        .collect();
+    let fleet = dir.path().join("fleet.json");
+    let file = json!({"start": "2026-12-07T00:00:00Z", "members": members});
+    std::fs::write(&fleet, file.to_string()).unwrap();
+    let d = Daemon::start_fleet(&fleet, 60.0, &[]);
+    let value: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            let labels: serde_json::Map<String, Value> = (0..20)
+                .map(|k| {
+                    (
+                        format!("example.com/key-{k:02}"),
+                        json!(format!("{name}-{}", "v".repeat(50))),
+                    )
+                })
+                .collect();
+            json!({"name": name, "properties": {"group": "all", "labels": labels}})
+        })
+        .collect();
+    let body = json!({ "value": value }).to_string();
+    assert!(
+        body.len() > waverun_host::api::MAX_BODY_BYTES,
+        "{}",
+        body.len()
+    );
+    let r = d.call("POST", "/members", None, &[], Some(&body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, json!({"created": 0, "updated": 3000}));
+    let m = d.get("/members/m2999", None).body;
+    assert_eq!(m["properties"]["group"], "all");
+    assert_eq!(m["properties"]["labels"].as_object().unwrap().len(), 20);
+    // The larger limit is the import's alone; past its own, it is refused too.
+    let r = d.call("PUT", "/members/m0000", None, &[], Some(&body));
+    assert_eq!(r.status, 413, "{}", r.body);
+    let huge = format!(
+        "{{\"value\": [{}]}}",
+        " ".repeat(waverun_host::api::MAX_IMPORT_BODY_BYTES)
+    );
+    let r = d.call("POST", "/members", None, &[], Some(&huge));
+    assert_eq!(r.status, 413, "{}", r.body);
+}
+
+#[test]
 fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
     let d = Daemon::start(&[]);
     let root = d.base.replace("/api/v1/fleets/default", "");
@@ -814,7 +978,7 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         }
     }
     assert_eq!(
-        operations, 51,
+        operations, 52,
         "the spec's paths, waverun's own and the fleet's"
     );
     // The headers: If-None-Match on a PUT, If-Match on every change but a simulation, ETag
@@ -866,6 +1030,10 @@ fn the_openapi_document_is_3_1_and_every_operation_in_it_is_routed() {
         );
     }
     assert!(!params(&op(&format!("{fleet}/simulate"), "post")).contains(&"If-Match".to_string()));
+    // An import is of many members: only If-None-Match (`*`, only new ones) means something.
+    let import = params(&op(&format!("{fleet}/members"), "post"));
+    assert!(!import.contains(&"If-Match".to_string()), "{import:?}");
+    assert!(import.contains(&"If-None-Match".to_string()), "{import:?}");
     let show = op(&format!("{fleet}/updateRuns/{{name}}"), "get");
     assert!(
         show["responses"]["200"]["headers"]["ETag"].is_object(),
@@ -927,9 +1095,9 @@ fn logs() -> &'static Logs {
 /// gates, admin replaces the freeze calendar and owns event subscriptions (reads too).
 fn least_role(operation_id: &str) -> Role {
     match operation_id {
-        "members_put" | "members_patch" | "members_delete" | "strategies_put"
-        | "strategies_delete" | "runs_put" | "runs_delete" | "runs_start" | "runs_stop"
-        | "runs_skip" | "runs_retry" => Role::Operator,
+        "members_put" | "members_patch" | "members_delete" | "members_import"
+        | "strategies_put" | "strategies_delete" | "runs_put" | "runs_delete" | "runs_start"
+        | "runs_stop" | "runs_skip" | "runs_retry" => Role::Operator,
         "gates_patch" | "gates_approve" | "gates_fail" => Role::Approver,
         "freezes_put" | "profiles_put" | "profiles_delete" | "profiles_generate" => Role::Admin,
         // Event subscriptions name endpoints (which may carry credentials): reads are admin's too.
@@ -1003,7 +1171,7 @@ fn the_role_by_endpoint_matrix_holds_for_every_operation_and_no_token_is_logged(
     }
     assert_eq!(
         cells,
-        48 * 4,
+        49 * 4,
         "every operation but the three public ones, by four roles"
     );
     // Refused mutations are in the audit log too: who (as far as known) and the outcome.

@@ -195,6 +195,11 @@ fn bodies(op: &str, s: &Scenario) -> Option<(Value, Value, &'static str)> {
             json!({"properties": {"group": 3}}),
             "properties.group",
         ),
+        "members_import" => (
+            json!({"value": [{"name": "dev-1", "properties": {"group": "dev", "labels": {"team": "x"}}}]}),
+            json!({"value": [{"name": "dev-1", "properties": {"group": 3}}]}),
+            "value[0].properties.group",
+        ),
         "strategies_put" => (
             json!({"properties": {"strategy": changed}}),
             json!({"properties": {"strategy": {"stages": "all"}}}),
@@ -273,7 +278,8 @@ struct Case {
 }
 
 /// The cases that apply to an operation: the body cases when it takes a body (optional or
-/// not), a stale `If-Match` when it takes one, and a body over 4 MiB whatever it takes.
+/// not), a stale `If-Match` when it takes one, and a body over its limit (4 MiB; a members
+/// import's 64 MiB) whatever it takes.
 fn cases(op: &Value, id: &str, s: &Scenario) -> Vec<Case> {
     let params: Vec<&str> = op["parameters"]
         .as_array()
@@ -287,11 +293,20 @@ fn cases(op: &Value, id: &str, s: &Scenario) -> Vec<Case> {
         takes_body,
         "{id}: the document and this test disagree on whether it takes a body"
     );
+    // An import of many members has a limit of its own.
+    let (limit, what) = if id == "members_import" {
+        (
+            waverun_host::api::MAX_IMPORT_BODY_BYTES,
+            "a body over 64 MiB",
+        )
+    } else {
+        (waverun_host::api::MAX_BODY_BYTES, "a body over 4 MiB")
+    };
     let mut out = vec![Case {
-        what: "a body over 4 MiB",
+        what,
         body: Some(format!(
             "{{\"bogusField\": \"{}\"}}",
-            "a".repeat((4 << 20) + 1024)
+            "a".repeat(limit + 1024)
         )),
         headers: vec![],
         status: 413,
@@ -436,7 +451,7 @@ fn every_mutation_refuses_bad_input_with_a_problem_audits_it_and_changes_nothing
         }
     }
     assert_eq!(
-        operations, 24,
+        operations, 25,
         "every PUT, PATCH, POST and DELETE of the document"
     );
     assert!(checked >= 70, "{checked} cases");

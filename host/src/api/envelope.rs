@@ -113,6 +113,26 @@ impl Preconditions {
         }
     }
 
+    /// For a request over many resources, which no one ETag describes: `true` for
+    /// `If-None-Match: *` (only new resources), `false` for no precondition; any other is
+    /// refused rather than ignored.
+    pub(super) fn create_only(&self) -> Result<bool, Problem> {
+        if let Some(m) = &self.if_match {
+            return Err(Problem::invalid(
+                "If-Match",
+                format!("{m:?} names one resource's version; a request over many resources takes only If-None-Match: *"),
+            ));
+        }
+        match self.if_none_match.as_deref() {
+            None => Ok(false),
+            Some("*") => Ok(true),
+            Some(n) => Err(Problem::invalid(
+                "If-None-Match",
+                format!("{n:?} names one resource's version; a request over many resources takes only *"),
+            )),
+        }
+    }
+
     /// 412 unless the resource's current ETag (`None`: it does not exist) meets them.
     pub(super) fn check(&self, current: Option<&str>) -> Result<(), Problem> {
         let failed = |detail: String| {

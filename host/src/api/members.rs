@@ -9,28 +9,31 @@ use super::envelope::{store_problem, stored_body, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
 use crate::daemon::{MemberBinding, StepWrites, Worker, MEMBERS};
-use crate::providers::{ProviderError, ProviderErrorCode};
+use crate::providers::{ClusterTarget, Described, Provider, ProviderError, ProviderErrorCode};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use waverun_core::{document, Command};
 
 pub(super) const KIND: &str = MEMBERS;
 
-/// A member as a PUT or PATCH body gives it; Azure's read-only fields are accepted and ignored.
+/// A member as a PUT or PATCH body gives it (`N`: its name, which the path gives, is ignored)
+/// or an import lists it (`N = String`: its name); Azure's read-only fields are accepted and
+/// ignored.
 #[allow(dead_code)]
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct MemberResource {
+struct MemberResource<N = Option<IgnoredAny>> {
     #[serde(default)]
     id: Option<IgnoredAny>,
     #[serde(default)]
-    name: Option<IgnoredAny>,
+    name: N,
     #[serde(default, rename = "type")]
     kind: Option<IgnoredAny>,
     #[serde(default)]
@@ -94,15 +97,17 @@ fn leases(w: &mut Worker, members: &mut [(String, Value)]) -> Result<(), Problem
     Ok(())
 }
 
-/// What a provider's refusal to describe a cluster means to the caller.
-fn describe_problem(provider: &str, e: &ProviderError) -> Problem {
+/// What a provider's refusal to describe a cluster means to the caller; `at` is where the
+/// member's `properties` sit in the body.
+fn describe_problem(provider: &str, e: &ProviderError, at: &str) -> Problem {
+    let field = format!("{at}properties.clusterRef");
     match e.code {
         ProviderErrorCode::NotFound => Problem::invalid(
-            "properties.clusterRef",
+            &field,
             format!("the {provider} provider has no such cluster: {}", e.message),
         ),
         ProviderErrorCode::InvalidRequest | ProviderErrorCode::NotAllowed => {
-            Problem::invalid("properties.clusterRef", e.message.clone())
+            Problem::invalid(&field, e.message.clone())
         }
         _ => Problem::new(
             StatusCode::BAD_GATEWAY,
@@ -134,6 +139,36 @@ fn bind(base: MemberBinding, p: MemberProperties) -> MemberBinding {
         b.long_term_support = v;
     }
     b
+}
+
+/// A member with nothing bound yet: what a PUT's body replaces.
+fn unbound(name: &str) -> MemberBinding {
+    MemberBinding {
+        name: name.to_string(),
+        provider: String::new(),
+        cluster_ref: None,
+        cluster_resource_id: None,
+        group: None,
+        labels: waverun_core::Labels::new(),
+        long_term_support: false,
+    }
+}
+
+/// [`bind`], then the checks made before the engine thread sees the member (its labels'
+/// number) and the default provider; `at` is where the member sits in the body.
+fn bound(base: MemberBinding, p: MemberProperties, at: &str) -> Result<MemberBinding, Problem> {
+    let mut binding = bind(base, p);
+    let most = waverun_core::validate::MAX_LABELS_PER_MEMBER;
+    if binding.labels.len() > most {
+        return Err(Problem::invalid(
+            &format!("{at}properties.labels"),
+            format!("has {} labels; at most {most}", binding.labels.len()),
+        ));
+    }
+    if binding.provider.is_empty() {
+        binding.provider = "simulated".to_string();
+    }
+    Ok(binding)
 }
 
 pub(super) async fn put(
@@ -190,28 +225,9 @@ async fn write(
         (Some(m), true) => MemberBinding::of_stored(m)
             .ok_or_else(|| Problem::unavailable("the stored member does not read"))?,
         (None, true) => return Err(Problem::not_found("member", &name)),
-        (_, false) => MemberBinding {
-            name: name.clone(),
-            provider: String::new(),
-            cluster_ref: None,
-            cluster_resource_id: None,
-            group: None,
-            labels: waverun_core::Labels::new(),
-            long_term_support: false,
-        },
+        (_, false) => unbound(&name),
     };
-    let mut binding = bind(base, r.properties);
-    let most = waverun_core::validate::MAX_LABELS_PER_MEMBER;
-    if binding.labels.len() > most {
-        // Refused here, before the engine thread sees it.
-        return Err(Problem::invalid(
-            "properties.labels",
-            format!("has {} labels; at most {most}", binding.labels.len()),
-        ));
-    }
-    if binding.provider.is_empty() {
-        binding.provider = "simulated".to_string();
-    }
+    let binding = bound(base, r.properties, "")?;
     let provider_name = binding.provider.clone();
     let provider = st
         .engine(move |w| Ok(w.provider(&provider_name)))
@@ -230,7 +246,7 @@ async fn write(
     let described = tokio::task::spawn_blocking(move || provider.describe(&cluster))
         .await
         .map_err(|_| Problem::unavailable("the provider call was cancelled"))?
-        .map_err(|e| describe_problem(&binding.provider, &e));
+        .map_err(|e| describe_problem(&binding.provider, &e, ""));
     let f = fleet.clone();
     let (created, v, etag) = st
         .engine(move |w| {
@@ -268,6 +284,175 @@ async fn write(
         })
         .await?;
     Ok(envelope::put_response(created, &etag, &v))
+}
+
+/// The most members one import takes.
+pub const MAX_IMPORT_MEMBERS: usize = 100_000;
+
+/// The body of `POST /members`: the shape `GET /members` answers with, so one fleet's list
+/// imports into another.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MemberImport {
+    value: Vec<MemberResource<String>>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    next_link: Option<IgnoredAny>,
+}
+
+/// `POST /members`: registers (or re-registers) many members at once, each as its PUT would —
+/// the body a list of members, each with its `name` — all of them or none: every one is
+/// checked and described by its provider (many at a time, off the engine thread) before one
+/// step registers them all. `If-None-Match: *` takes only members that do not exist yet.
+/// Answers `{"created": n, "updated": m}`.
+pub(super) async fn import(
+    State(st): State<Arc<ApiState>>,
+    Path(fleet): Path<String>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let caller = st.caller(&fleet, &headers, Need::Operate)?;
+    let create_only = Preconditions::of(&headers).create_only()?;
+    let text = json_body(&headers, body)?;
+    let list: MemberImport = document::from_json_str(&text).map_err(|e| Problem::engine(&e, ""))?;
+    drop(text);
+    let n = list.value.len();
+    if n > MAX_IMPORT_MEMBERS {
+        return Err(Problem::invalid(
+            "value",
+            format!("has {n} members; one import takes at most {MAX_IMPORT_MEMBERS} (send the rest in another)"),
+        ));
+    }
+    let mut first = std::collections::HashMap::with_capacity(n);
+    let mut bindings = Vec::with_capacity(n);
+    for (i, r) in list.value.into_iter().enumerate() {
+        let at = format!("value[{i}].");
+        if r.name.is_empty() {
+            return Err(Problem::invalid(&format!("{at}name"), "is required"));
+        }
+        if let Some(j) = first.insert(r.name.clone(), i) {
+            return Err(Problem::invalid(
+                &format!("{at}name"),
+                format!("{:?} is given twice (also value[{j}])", r.name),
+            ));
+        }
+        bindings.push(bound(unbound(&r.name), r.properties, &at)?);
+    }
+    drop(first);
+    // The members' providers, and the region each member is known in (a re-registration).
+    let (bindings, providers, regions) = st
+        .engine(move |w| {
+            let mut providers = BTreeMap::new();
+            let mut regions = Vec::with_capacity(bindings.len());
+            for (i, b) in bindings.iter().enumerate() {
+                if !providers.contains_key(&b.provider) {
+                    let provider = w.provider(&b.provider).ok_or_else(|| {
+                        Problem::invalid(
+                            &format!("value[{i}].properties.provider"),
+                            format!("{:?} is not a provider of this daemon", b.provider),
+                        )
+                    })?;
+                    providers.insert(b.provider.clone(), provider);
+                }
+                let stored = w
+                    .engine()
+                    .stored()
+                    .resource(KIND, &b.name)
+                    .map_err(store_problem)?;
+                let region = stored
+                    .as_ref()
+                    .map(stored_body)
+                    .and_then(|p| p["status"]["region"].as_str().map(str::to_string));
+                regions.push(region);
+            }
+            Ok((bindings, providers, regions))
+        })
+        .await?;
+    let targets: Vec<_> = bindings
+        .iter()
+        .zip(regions)
+        .map(|(b, region)| b.target(region))
+        .collect();
+    let (bindings, described) = tokio::task::spawn_blocking(move || {
+        let described = describe_all(&providers, &bindings, &targets);
+        (bindings, described)
+    })
+    .await
+    .map_err(|_| Problem::unavailable("the provider calls were cancelled"))?;
+    let mut members = Vec::with_capacity(n);
+    for (i, (b, d)) in bindings.into_iter().zip(described).enumerate() {
+        let d = d.map_err(|e| describe_problem(&b.provider, &e, &format!("value[{i}].")))?;
+        members.push((b, d));
+    }
+    let request_id = st.request_id(&headers);
+    let target = envelope::resource_id(&fleet, KIND, "");
+    let target = target.trim_end_matches('/').to_string();
+    let (created, updated) = st
+        .engine(move |w| {
+            let mut entry = audit(&caller, "members.import", &target, &request_id);
+            if create_only {
+                for (i, (b, _)) in members.iter().enumerate() {
+                    let stored = w.engine().stored().resource(KIND, &b.name);
+                    if stored.map_err(store_problem)?.is_some() {
+                        let p = Problem::new(
+                            StatusCode::PRECONDITION_FAILED,
+                            "PreconditionFailed",
+                            format!("If-None-Match *: value[{i}], member {:?}, exists", b.name),
+                        );
+                        return Err(refuse(w, entry, p));
+                    }
+                }
+            }
+            entry.detail = Some(format!("{} members", members.len()));
+            let registered = w
+                .register_members(&members, &caller.name, Some(entry))
+                .map_err(|(i, e)| match i {
+                    Some(i) => Problem::daemon(&e, &|p: &str| {
+                        format!("value[{i}].{}", under_properties(p))
+                    }),
+                    None => Problem::daemon(&e, &under_properties),
+                })?;
+            let created = registered.iter().filter(|(_, new)| *new).count();
+            Ok((created, registered.len() - created))
+        })
+        .await?;
+    let body = serde_json::json!({ "created": created, "updated": updated });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+/// Describes each member's cluster through its provider (`providers`, by name): each
+/// provider's share in one [`Provider::describe_many`], the providers one after another; the
+/// answers in the members' order.
+fn describe_all(
+    providers: &BTreeMap<String, Arc<dyn Provider>>,
+    bindings: &[MemberBinding],
+    targets: &[ClusterTarget],
+) -> Vec<Result<Described, ProviderError>> {
+    let mut shares: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, b) in bindings.iter().enumerate() {
+        shares.entry(b.provider.as_str()).or_default().push(i);
+    }
+    let mut answers: Vec<Option<Result<Described, ProviderError>>> = vec![None; targets.len()];
+    for (name, share) in shares {
+        let Some(provider) = providers.get(name) else {
+            continue;
+        };
+        let asked: Vec<ClusterTarget> = share.iter().map(|&i| targets[i].clone()).collect();
+        for (i, d) in share.into_iter().zip(provider.describe_many(&asked)) {
+            answers[i] = Some(d);
+        }
+    }
+    answers
+        .into_iter()
+        .map(|a| {
+            a.unwrap_or_else(|| {
+                Err(ProviderError::new(
+                    ProviderErrorCode::Unavailable,
+                    "the provider gave no answer for this cluster",
+                ))
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn delete(

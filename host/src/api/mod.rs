@@ -28,6 +28,7 @@ pub use problem::Problem;
 use crate::daemon::{Daemon, Worker};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::handler::Handler;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -40,6 +41,24 @@ pub const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs
 
 /// Request bodies larger than this are refused (413).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most bytes of a members import's body (`POST /members`): 100,000 members at about
+/// 600 bytes each, as `GET /members` lists them.
+pub const MAX_IMPORT_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The most bytes `method` on `path` may send as its body.
+fn body_limit(method: &axum::http::Method, path: &str) -> usize {
+    let import = method == axum::http::Method::POST
+        && path
+            .strip_prefix("/api/v1/fleets/")
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(_, resource)| resource == "members");
+    if import {
+        MAX_IMPORT_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
 
 /// The internal header that carries a request's key from [`around_request`] to its handler;
 /// one sent by a client is removed first.
@@ -514,7 +533,8 @@ async fn no_such_path(uri: axum::http::Uri) -> Problem {
 }
 
 /// Every request: gives it a request id (the client's `x-request-id`, else a new one, echoed in
-/// the answer); reads a mutation's body whole first (one over [`MAX_BODY_BYTES`] is refused 413
+/// the answer); reads a mutation's body whole first (one over [`MAX_BODY_BYTES`], or a members
+/// import's [`MAX_IMPORT_BODY_BYTES`], is refused 413
 /// here, whatever the route would have done with it); makes every error answer an RFC 9457
 /// problem (axum's own — a 405 with its `Allow`, a path it cannot decode — are plain text);
 /// logs the request once answered (method, path without the query string, status, time; never
@@ -569,7 +589,8 @@ async fn around_request(
             }
             Ok(_) => {
                 let (parts, body) = req.into_parts();
-                match tokio::time::timeout(BODY_READ_TIMEOUT, read_body(body)).await {
+                let limit = body_limit(&method, &path);
+                match tokio::time::timeout(BODY_READ_TIMEOUT, read_body(body, limit)).await {
                     Ok(Ok(bytes)) => Ok(axum::extract::Request::from_parts(
                         parts,
                         axum::body::Body::from(bytes),
@@ -716,8 +737,8 @@ impl ApiState {
     }
 }
 
-/// A request body, whole: 413 past [`MAX_BODY_BYTES`], 400 when it breaks off.
-async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Problem> {
+/// A request body, whole: 413 past `limit` bytes, 400 when it breaks off.
+async fn read_body(body: axum::body::Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
     use futures_util::StreamExt;
     let mut stream = body.into_data_stream();
     let mut buf = Vec::new();
@@ -729,13 +750,13 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Problem>
                 format!("the body could not be read: {e}"),
             )
         })?;
-        if buf.len() + chunk.len() > MAX_BODY_BYTES {
+        if buf.len() + chunk.len() > limit {
             // The rest is read and dropped (as much again at most, within the body deadline),
             // so that the client, still writing, reads the 413 rather than a reset connection.
             // Only a caller whose token and role were checked gets this far.
             let mut dropped = buf.len() + chunk.len();
             drop(buf);
-            while dropped <= 2 * MAX_BODY_BYTES {
+            while dropped <= 2 * limit {
                 match stream.next().await {
                     Some(Ok(c)) => dropped += c.len(),
                     _ => break,
@@ -744,7 +765,7 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Problem>
             return Err(Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "PayloadTooLarge",
-                format!("the body is over {MAX_BODY_BYTES} bytes"),
+                format!("the body is over {limit} bytes"),
             ));
         }
         buf.extend_from_slice(&chunk);
@@ -844,7 +865,11 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/gates/{id}", get(gates::show).patch(gates::patch))
         .route("/gates/{id}/approve", post(gates::approve))
         .route("/gates/{id}/fail", post(gates::fail))
-        .route("/members", get(members::list))
+        .route(
+            "/members",
+            get(members::list)
+                .post(members::import.layer(DefaultBodyLimit::max(MAX_IMPORT_BODY_BYTES))),
+        )
         .route(
             "/members/{name}",
             get(members::show)

@@ -495,6 +495,45 @@ put_body!(
     "A member bound to its cluster."
 );
 
+/// `POST /members`'s body: many members at once, all of them or none — the shape
+/// `GET /members` answers with, so a fleet's list imports into another.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MemberImport {
+    /// At most 100,000 members; each name once.
+    value: Vec<MemberImportItem>,
+    /// Read-only: ignored.
+    #[serde(default)]
+    next_link: Option<serde_json::Value>,
+}
+
+/// One member of an import: its name, and what its PUT would give.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MemberImportItem {
+    name: String,
+    properties: MemberPutProperties,
+    /// Read-only: ignored.
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    /// Read-only: ignored.
+    #[serde(default, rename = "type")]
+    kind: Option<serde_json::Value>,
+    /// Read-only: ignored.
+    #[serde(default)]
+    system_data: Option<serde_json::Value>,
+    /// Read-only: ignored.
+    #[serde(default)]
+    e_tag: Option<serde_json::Value>,
+}
+
+/// What an import registered: members new to the fleet, and members registered again.
+#[derive(Serialize, ToSchema)]
+struct MemberImported {
+    created: u64,
+    updated: u64,
+}
+
 /// Where an event subscription delivers (Event Grid's `destination`).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -844,6 +883,7 @@ fn operations() -> Vec<Op> {
     vec![
         op(Get, "", "fleet_show", "The fleet, with its clock (fleetTime, timeScale)", "viewer", &["fleet"], None, ("200", "FleetResource", JSON)),
         op(Get, "/members", "members_list", "List members", "viewer", page, None, ("200", "MemberList", JSON)),
+        op(Post, "/members", "members_import", "Create or replace many members at once, all or none (If-None-Match: * takes only new ones); body up to 64 MiB", "operator", &["fleet"], Some("MemberImport"), ("200", "MemberImported", JSON)),
         op(Get, "/members/{name}", "members_show", "Show a member", "viewer", name, None, ("200", "MemberResource", JSON)),
         op(Put, "/members/{name}", "members_put", "Create or replace a member (its provider describes the cluster)", "operator", name, Some("MemberPut"), ("200", "MemberResource", JSON)),
         op(Patch, "/members/{name}", "members_patch", "Change a member's group, labels or binding", "operator", name, Some("MemberPut"), ("200", "MemberResource", JSON)),
@@ -1040,12 +1080,14 @@ pub fn document(fleet: &str) -> OpenApi {
         for p in o.params {
             b = b.parameter(parameter(p, fleet));
         }
-        // Every change but a simulation (which changes nothing) is guarded by If-Match; a PUT
-        // or PATCH by If-None-Match too.
-        if o.method != HttpMethod::Get && o.id != "simulate" {
+        // Every change of one resource is guarded by If-Match (a simulation changes nothing;
+        // an import is of many resources, which no one ETag names); a PUT or PATCH, and an
+        // import (only new members), by If-None-Match.
+        let many = o.id == "members_import";
+        if o.method != HttpMethod::Get && o.id != "simulate" && !many {
             b = b.parameter(parameter("If-Match", fleet));
         }
-        if matches!(o.method, HttpMethod::Put | HttpMethod::Patch) {
+        if matches!(o.method, HttpMethod::Put | HttpMethod::Patch) || many {
             b = b.parameter(parameter("If-None-Match", fleet));
         }
         b = b.parameter(parameter("x-request-id", fleet));
@@ -1246,6 +1288,8 @@ pub fn document(fleet: &str) -> OpenApi {
     collect::<MemberObserved>(&mut schemas);
     collect::<MemberList>(&mut schemas);
     collect::<MemberPut>(&mut schemas);
+    collect::<MemberImport>(&mut schemas);
+    collect::<MemberImported>(&mut schemas);
     collect::<MemberPutProperties>(&mut schemas);
     collect::<GateResource>(&mut schemas);
     collect::<GateProperties>(&mut schemas);

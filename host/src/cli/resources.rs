@@ -44,6 +44,24 @@ pub enum MemberCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Create (or replace) many members at once, all of them or none: a JSON or YAML file of
+    /// members, each with its name — the API's list (`{"value": [...]}`), or a list as
+    /// `waverun member list -o json` prints it.
+    #[command(
+        after_help = "Examples:\n  waverun member list -o json > members.json   # on one daemon\n  \
+        waverun member import --file members.json     # into another\n  \
+        waverun member import --file new-clusters.yaml --only-new"
+    )]
+    Import {
+        /// The file of members (`-` for stdin).
+        #[arg(long = "file", value_name = "FILE")]
+        file: String,
+        /// Refuse the whole import if one of its members exists already.
+        #[arg(long = "only-new")]
+        only_new: bool,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Change a member's update group or labels (the rest is kept).
     #[command(
         after_help = "Example:\n  waverun member update -n prod-eu-1 --update-group canary --labels \"env=prod ring=0\""
@@ -601,6 +619,30 @@ pub fn member(cmd: MemberCmd, out: &mut dyn Write) -> Result<(), CliError> {
                 member_table(std::slice::from_ref(m))
             })
         }
+        MemberCmd::Import {
+            file,
+            only_new,
+            conn,
+        } => {
+            let value = read_members(&file)?;
+            let ctx = conn.connect()?;
+            let pre = if only_new {
+                Precondition::Absent
+            } else {
+                Precondition::None
+            };
+            let r = ctx
+                .client
+                .call("POST", "/members", Some(&json!({ "value": value })), pre)?;
+            output::print(out, ctx.output, &r.body, |b| {
+                format!(
+                    "{} members: {} created, {} registered again\n",
+                    b["created"].as_u64().unwrap_or(0) + b["updated"].as_u64().unwrap_or(0),
+                    b["created"].as_u64().unwrap_or(0),
+                    b["updated"].as_u64().unwrap_or(0),
+                )
+            })
+        }
         MemberCmd::Update {
             name,
             update_group,
@@ -677,6 +719,70 @@ pub fn member(cmd: MemberCmd, out: &mut dyn Write) -> Result<(), CliError> {
             )
         }
     }
+}
+
+/// The members of `member import --file FILE` (`-`: stdin), JSON or YAML: the API's list
+/// (`{"value": [...]}`) or a plain list, each member as the API gives it (`name`,
+/// `properties`) or flattened as the CLI prints it. Returns them as the API takes them.
+pub fn read_members(arg: &str) -> Result<Vec<Value>, CliError> {
+    use waverun_core::document::{self, Format};
+    let (text, what) = if arg == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        (s, "stdin".to_string())
+    } else {
+        let path = std::path::Path::new(arg);
+        (
+            crate::read_document(path).map_err(CliError::Usage)?,
+            arg.to_string(),
+        )
+    };
+    let format = match text.trim_start().chars().next() {
+        Some('{' | '[') => Format::Json,
+        _ => Format::Yaml,
+    };
+    let doc: Value =
+        document::from_str(&text, format).map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+    let items = match doc {
+        Value::Array(items) => items,
+        Value::Object(mut o) if o.contains_key("value") => match o.remove("value") {
+            Some(Value::Array(items)) => items,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "{what}: value: must be a list of members"
+                )))
+            }
+        },
+        _ => {
+            return Err(CliError::Usage(format!(
+                "{what}: must be a list of members, or {{\"value\": [...]}}"
+            )))
+        }
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let Value::Object(mut m) = item else {
+                return Err(CliError::Usage(format!(
+                    "{what}: [{i}]: a member must be an object with its name"
+                )));
+            };
+            if m.contains_key("properties") {
+                return Ok(Value::Object(m));
+            }
+            // Flattened, as `member list -o json` prints it: the resource's own fields stay
+            // at the top, the rest are its properties.
+            let mut top = Map::new();
+            for k in ["name", "id", "type", "systemData", "eTag"] {
+                if let Some(v) = m.remove(k) {
+                    top.insert(k.to_string(), v);
+                }
+            }
+            top.insert("properties".to_string(), Value::Object(m));
+            Ok(Value::Object(top))
+        })
+        .collect()
 }
 
 /// The `--stages` document: a file, inline JSON, or `-` (stdin), in any form the strategy

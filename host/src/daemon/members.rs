@@ -141,6 +141,10 @@ impl MemberBinding {
     }
 }
 
+/// A member [`Worker::register_members`] registered: its resource, and whether it is new (not
+/// a re-registration).
+pub type Registered = (ResourceMeta, bool);
+
 /// The resource of a member written by `by`, keeping its creation record from `existing`.
 pub fn member_resource(
     binding: &MemberBinding,
@@ -186,16 +190,18 @@ impl Worker {
     /// Registers (or re-registers) many members as `by`, in one step: every engine member and
     /// resource, and `audit`, in one transaction ([`super::FleetEngine::command_batch`]).
     /// Nothing is registered if the engine refuses one; the error then gives its index.
+    /// Returns each member's resource, and whether it is new (not a re-registration).
     pub fn register_members(
         &mut self,
         members: &[(MemberBinding, Described)],
         by: &str,
         audit: Option<crate::store::NewAudit>,
-    ) -> Result<Vec<ResourceMeta>, (Option<usize>, super::DaemonError)> {
+    ) -> Result<Vec<Registered>, (Option<usize>, super::DaemonError)> {
         if members.is_empty() && audit.is_none() {
             return Ok(Vec::new()); // no step to commit
         }
         let mut metas = Vec::with_capacity(members.len());
+        let mut new = Vec::with_capacity(members.len());
         let mut commands = Vec::with_capacity(members.len());
         for (binding, d) in members {
             let existing = self
@@ -204,6 +210,7 @@ impl Worker {
                 .resource(MEMBERS, &binding.name)
                 .map_err(|e| (None, e.into()))?;
             metas.push(member_resource(binding, d, by, existing.as_ref()));
+            new.push(existing.is_none());
             commands.push(Command::UpsertMember {
                 member: binding.member(d),
             });
@@ -215,7 +222,7 @@ impl Worker {
         };
         let applied = self.engine().command_batch(&commands, writes)?;
         self.dispatched(&applied);
-        Ok(metas)
+        Ok(metas.into_iter().zip(new).collect())
     }
 
     /// What the provider says a registered member is now, in one step with its resource's new
