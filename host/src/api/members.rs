@@ -302,8 +302,8 @@ struct MemberImport {
 
 /// `POST /members`: registers (or re-registers) many members at once, each as its PUT would —
 /// the body a list of members, each with its `name` — all of them or none: every one is
-/// checked and described by its provider (many at a time, off the engine thread) before one
-/// step registers them all. `If-None-Match: *` takes only members that do not exist yet.
+/// checked and described by its provider (one call per provider, off the engine thread)
+/// before one step registers them all. `If-None-Match: *` takes only new members.
 /// Answers `{"created": n, "updated": m}`.
 pub(super) async fn import(
     State(st): State<Arc<ApiState>>,
@@ -344,6 +344,10 @@ pub(super) async fn import(
         .engine(move |w| {
             let mut providers = BTreeMap::new();
             let mut regions = Vec::with_capacity(bindings.len());
+            let names: Vec<&str> = bindings.iter().map(|b| b.name.as_str()).collect();
+            let stored = w
+                .stored_members(&names)
+                .map_err(|e| Problem::daemon(&e, &under_properties))?;
             for (i, b) in bindings.iter().enumerate() {
                 if !providers.contains_key(&b.provider) {
                     let provider = w.provider(&b.provider).ok_or_else(|| {
@@ -354,13 +358,8 @@ pub(super) async fn import(
                     })?;
                     providers.insert(b.provider.clone(), provider);
                 }
-                let stored = w
-                    .engine()
-                    .stored()
-                    .resource(KIND, &b.name)
-                    .map_err(store_problem)?;
                 let region = stored
-                    .as_ref()
+                    .get(&b.name)
                     .map(stored_body)
                     .and_then(|p| p["status"]["region"].as_str().map(str::to_string));
                 regions.push(region);
@@ -391,16 +390,21 @@ pub(super) async fn import(
         .engine(move |w| {
             let mut entry = audit(&caller, "members.import", &target, &request_id);
             if create_only {
-                for (i, (b, _)) in members.iter().enumerate() {
-                    let stored = w.engine().stored().resource(KIND, &b.name);
-                    if stored.map_err(store_problem)?.is_some() {
-                        let p = Problem::new(
-                            StatusCode::PRECONDITION_FAILED,
-                            "PreconditionFailed",
-                            format!("If-None-Match *: value[{i}], member {:?}, exists", b.name),
-                        );
-                        return Err(refuse(w, entry, p));
-                    }
+                let names: Vec<&str> = members.iter().map(|(b, _)| b.name.as_str()).collect();
+                let stored = w
+                    .stored_members(&names)
+                    .map_err(|e| Problem::daemon(&e, &under_properties))?;
+                let found = members
+                    .iter()
+                    .enumerate()
+                    .find(|(_, (b, _))| stored.contains_key(&b.name));
+                if let Some((i, (b, _))) = found {
+                    let p = Problem::new(
+                        StatusCode::PRECONDITION_FAILED,
+                        "PreconditionFailed",
+                        format!("If-None-Match *: value[{i}], member {:?}, exists", b.name),
+                    );
+                    return Err(refuse(w, entry, p));
                 }
             }
             entry.detail = Some(format!("{} members", members.len()));

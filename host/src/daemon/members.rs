@@ -9,7 +9,7 @@ use crate::providers::{ClusterTarget, Described, Provider};
 use crate::store::ResourceMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use waverun_core::{Command, Labels, Member, Observation, ProviderRef};
 
@@ -145,6 +145,9 @@ impl MemberBinding {
 /// a re-registration).
 pub type Registered = (ResourceMeta, bool);
 
+/// From how many members [`Worker::stored_members`] reads every member once rather than each.
+pub const READ_ALL_FROM: usize = 256;
+
 /// The resource of a member written by `by`, keeping its creation record from `existing`.
 pub fn member_resource(
     binding: &MemberBinding,
@@ -203,12 +206,10 @@ impl Worker {
         let mut metas = Vec::with_capacity(members.len());
         let mut new = Vec::with_capacity(members.len());
         let mut commands = Vec::with_capacity(members.len());
+        let names: Vec<&str> = members.iter().map(|(b, _)| b.name.as_str()).collect();
+        let mut stored = self.stored_members(&names).map_err(|e| (None, e))?;
         for (binding, d) in members {
-            let existing = self
-                .engine()
-                .stored()
-                .resource(MEMBERS, &binding.name)
-                .map_err(|e| (None, e.into()))?;
+            let existing = stored.remove(&binding.name);
             metas.push(member_resource(binding, d, by, existing.as_ref()));
             new.push(existing.is_none());
             commands.push(Command::UpsertMember {
@@ -223,6 +224,31 @@ impl Worker {
         let applied = self.engine().command_batch(&commands, writes)?;
         self.dispatched(&applied);
         Ok(metas.into_iter().zip(new).collect())
+    }
+
+    /// The stored resources of the members named (those that exist), by name: a read of each
+    /// for a few, one read of every member for [`READ_ALL_FROM`] or more.
+    pub fn stored_members(
+        &mut self,
+        names: &[&str],
+    ) -> Result<HashMap<String, ResourceMeta>, super::DaemonError> {
+        let stored = self.engine().stored();
+        if names.len() >= READ_ALL_FROM {
+            let wanted: HashSet<&str> = names.iter().copied().collect();
+            let all = stored.resources(MEMBERS)?;
+            return Ok(all
+                .into_iter()
+                .filter(|m| wanted.contains(m.name.as_str()))
+                .map(|m| (m.name.clone(), m))
+                .collect());
+        }
+        let mut found = HashMap::with_capacity(names.len());
+        for name in names {
+            if let Some(m) = stored.resource(MEMBERS, name)? {
+                found.insert(m.name.clone(), m);
+            }
+        }
+        Ok(found)
     }
 
     /// What the provider says a registered member is now, in one step with its resource's new
@@ -291,41 +317,68 @@ fn stored_status(meta: &ResourceMeta) -> Value {
 }
 
 /// Describes every registered member through its provider and tells the engine what changed.
-/// Provider calls run here, off the engine thread; a member whose provider fails is logged and
-/// left as it was. Returns how many members were described.
+/// Provider calls run here, off the engine thread, [`OBSERVE_BATCH`] members at a time (each
+/// provider's share in one [`Provider::describe_many`]); each batch's changes then reach the
+/// engine in one call. A member whose provider fails is logged and left as it was. Returns how
+/// many members were described.
 pub fn observe_members(daemon: &Daemon, providers: &BTreeMap<String, Arc<dyn Provider>>) -> usize {
     let stored = daemon.call(|w| w.engine().stored().resources(MEMBERS).ok());
     let Ok(Some(metas)) = stored else {
         return 0;
     };
+    let bindings: Vec<(MemberBinding, Option<String>)> = metas
+        .iter()
+        .filter_map(|meta| {
+            let binding = MemberBinding::of_stored(meta)?;
+            providers.contains_key(&binding.provider).then(|| {
+                let region = stored_status(meta)["region"].as_str().map(str::to_string);
+                (binding, region)
+            })
+        })
+        .collect();
+    drop(metas);
     let mut n = 0;
-    for meta in metas {
-        let Some(binding) = MemberBinding::of_stored(&meta) else {
-            continue;
-        };
-        let Some(provider) = providers.get(&binding.provider) else {
-            continue;
-        };
-        let region = stored_status(&meta)["region"].as_str().map(str::to_string);
-        match provider.describe(&binding.target(region)) {
-            Ok(d) => {
-                n += 1;
-                let b = binding.clone();
-                match daemon.call(move |w| w.observed(&b, &d)) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(member = %binding.name, error = %e, "recording what a member runs failed")
+    for batch in bindings.chunks(OBSERVE_BATCH) {
+        let mut shares: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (b, _)) in batch.iter().enumerate() {
+            shares.entry(b.provider.as_str()).or_default().push(i);
+        }
+        let mut described = Vec::with_capacity(batch.len());
+        for (name, share) in shares {
+            let Some(provider) = providers.get(name) else {
+                continue;
+            };
+            let targets: Vec<ClusterTarget> = share
+                .iter()
+                .map(|&i| batch[i].0.target(batch[i].1.clone()))
+                .collect();
+            for (i, d) in share.into_iter().zip(provider.describe_many(&targets)) {
+                let binding = &batch[i].0;
+                match d {
+                    Ok(d) => described.push((binding.clone(), d)),
+                    Err(e) => {
+                        tracing::warn!(member = %binding.name, provider = %binding.provider, error = %e, "describing a member failed")
                     }
-                    Err(_) => return n,
                 }
             }
-            Err(e) => {
-                tracing::warn!(member = %binding.name, provider = %binding.provider, error = %e, "describing a member failed")
+        }
+        n += described.len();
+        let recorded = daemon.call(move |w| {
+            for (binding, d) in &described {
+                if let Err(e) = w.observed(binding, d) {
+                    tracing::warn!(member = %binding.name, error = %e, "recording what a member runs failed")
+                }
             }
+        });
+        if recorded.is_err() {
+            return n;
         }
     }
     n
 }
+
+/// How many members [`observe_members`] describes, and records, at a time.
+pub const OBSERVE_BATCH: usize = 500;
 
 /// A release already delivered: (Kubernetes or node image, version, region, its flag —
 /// preview or security patch —), so that a preview that reaches GA is delivered again.

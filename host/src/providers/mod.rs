@@ -203,47 +203,6 @@ impl ProviderErrorCode {
     }
 }
 
-/// How many clusters [`Provider::describe_many`] describes at once by default.
-pub const DESCRIBE_CONCURRENCY: usize = 8;
-
-/// [`Provider::describe`] of each cluster, in order, on up to [`DESCRIBE_CONCURRENCY`] threads
-/// (each takes a contiguous share).
-pub fn describe_each<P: Provider + ?Sized>(
-    provider: &P,
-    clusters: &[ClusterTarget],
-) -> Vec<Result<Described, ProviderError>> {
-    if clusters.len() < 2 {
-        return clusters.iter().map(|c| provider.describe(c)).collect();
-    }
-    let share = clusters.len().div_ceil(DESCRIBE_CONCURRENCY);
-    std::thread::scope(|s| {
-        let threads: Vec<_> = clusters
-            .chunks(share)
-            .map(|part| {
-                let described = s.spawn(move || {
-                    part.iter()
-                        .map(|c| provider.describe(c))
-                        .collect::<Vec<_>>()
-                });
-                (part.len(), described)
-            })
-            .collect();
-        let mut all = Vec::with_capacity(clusters.len());
-        for (n, described) in threads {
-            match described.join() {
-                Ok(d) => all.extend(d),
-                Err(_) => all.extend((0..n).map(|_| {
-                    Err(ProviderError::new(
-                        ProviderErrorCode::Unavailable,
-                        "the provider failed while describing the cluster",
-                    ))
-                })),
-            }
-        }
-        all
-    })
-}
-
 /// A provider's refusal or failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProviderError {
@@ -319,11 +278,12 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &str;
     /// What the cluster runs now. Read-only and cheap.
     fn describe(&self, cluster: &ClusterTarget) -> Result<Described, ProviderError>;
-    /// What each of many clusters runs now, in their order (a bulk registration): by default
-    /// [`Provider::describe`] of each, [`DESCRIBE_CONCURRENCY`] at a time; a provider that can
-    /// answer for many clusters in fewer calls does.
+    /// What each of many clusters runs now, in their order (a bulk registration, the
+    /// observer's rounds): by default [`Provider::describe`] of each, one after another (a
+    /// platform's rate limits pace them); a provider that can answer for many clusters in
+    /// fewer calls does.
     fn describe_many(&self, clusters: &[ClusterTarget]) -> Vec<Result<Described, ProviderError>> {
-        describe_each(self, clusters)
+        clusters.iter().map(|c| self.describe(c)).collect()
     }
     /// Starts an upgrade, or answers for the one already started under the same key. Returns as
     /// soon as the platform accepted it.

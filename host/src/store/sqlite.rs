@@ -40,6 +40,10 @@ pub struct SqliteReader {
     conn: Connection,
 }
 
+/// Prepared statements kept per connection: every statement a step's commit and the reads
+/// run, so that none is parsed again per row (rusqlite keeps 16 by default).
+const STATEMENT_CACHE: usize = 64;
+
 impl SqliteStore {
     /// Opens (creating it if needed) the database at `path`: migrates an older schema forward,
     /// refuses a newer one, and checks integrity if the last process did not close it.
@@ -47,6 +51,7 @@ impl SqliteStore {
         let existed = check::found(path)? == check::Found::File;
         let conn = Connection::open(path).map_err(db)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // An existing file is checked as it was found, before anything is written to it (the
         // journal mode, the migrations): damage, an empty database, a foreign one are refused.
         let recovered = if existed {
@@ -96,6 +101,7 @@ impl SqliteStore {
         )
         .map_err(db)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(SqliteReader { conn })
     }
 
@@ -278,10 +284,11 @@ impl Store for SqliteStore {
                     r.seq
                 )));
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO journal (seq, now_ms, record, epoch) VALUES (?1, ?2, ?3, ?4)",
-                params![r.seq as i64, r.now_ms, r.record, epoch],
             )
+            .map_err(db)?
+            .execute(params![r.seq as i64, r.now_ms, r.record, epoch])
             .map_err(db)?;
             last = r.seq;
         }
@@ -298,45 +305,47 @@ impl Store for SqliteStore {
                     s.journal_seq, stored
                 )));
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO snapshots (id, journal_seq, module_hash, bytes, epoch)
                  VALUES (1, ?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET journal_seq = excluded.journal_seq,
                      module_hash = excluded.module_hash, bytes = excluded.bytes,
                      epoch = excluded.epoch",
-                params![s.journal_seq as i64, s.module_hash, s.bytes, epoch],
             )
+            .map_err(db)?
+            .execute(params![s.journal_seq as i64, s.module_hash, s.bytes, epoch])
             .map_err(db)?;
-            tx.execute(
-                "DELETE FROM journal WHERE seq <= ?1",
-                [s.journal_seq as i64],
-            )
-            .map_err(db)?;
+            tx.prepare_cached("DELETE FROM journal WHERE seq <= ?1")
+                .map_err(db)?
+                .execute([s.journal_seq as i64])
+                .map_err(db)?;
         }
         let mut committed = Committed::default();
         for e in &step.events {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO events (at_ms, run, kind, data, epoch) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![e.at_ms, e.run, e.kind, e.data, epoch],
             )
+            .map_err(db)?
+            .execute(params![e.at_ms, e.run, e.kind, e.data, epoch])
             .map_err(db)?;
             let seq = tx.last_insert_rowid() as u64;
             committed.first_event_seq.get_or_insert(seq);
             committed.last_event_seq = Some(seq);
         }
         for o in &step.operations {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO operations (id, member, provider, request, state, epoch)
                  VALUES (?1, ?2, ?3, ?4, 'intent', ?5) ON CONFLICT (id) DO NOTHING",
-                params![o.id, o.member, o.provider, o.request, epoch],
             )
+            .map_err(db)?
+            .execute(params![o.id, o.member, o.provider, o.request, epoch])
             .map_err(db)?;
         }
         for u in &step.operation_updates {
             update_operation(&tx, u, epoch as u64)?;
         }
         for r in &step.resources {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO resources (kind, name, etag, created_by, created_at,
                      last_modified_by, last_modified_at, body, epoch)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -345,31 +354,32 @@ impl Store for SqliteStore {
                      last_modified_by = excluded.last_modified_by,
                      last_modified_at = excluded.last_modified_at, body = excluded.body,
                      epoch = excluded.epoch",
-                params![
-                    r.kind,
-                    r.name,
-                    r.etag,
-                    r.created_by,
-                    r.created_at,
-                    r.last_modified_by,
-                    r.last_modified_at,
-                    r.body,
-                    epoch
-                ],
             )
+            .map_err(db)?
+            .execute(params![
+                r.kind,
+                r.name,
+                r.etag,
+                r.created_by,
+                r.created_at,
+                r.last_modified_by,
+                r.last_modified_at,
+                r.body,
+                epoch
+            ])
             .map_err(db)?;
         }
         for (kind, name) in &step.deleted_resources {
-            tx.execute(
-                "DELETE FROM resources WHERE kind = ?1 AND name = ?2",
-                params![kind, name],
-            )
-            .map_err(db)?;
+            tx.prepare_cached("DELETE FROM resources WHERE kind = ?1 AND name = ?2")
+                .map_err(db)?
+                .execute(params![kind, name])
+                .map_err(db)?;
         }
         for a in &step.audit {
-            tx.execute(
-                "INSERT INTO audit (at, who, action, target, request_id, request_key, outcome, detail, epoch)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            tx.prepare_cached("INSERT INTO audit (at, who, action, target, request_id, request_key, outcome, detail, epoch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
+                .map_err(db)?
+                .execute(
                 params![
                     a.at,
                     a.who,
@@ -385,15 +395,18 @@ impl Store for SqliteStore {
             .map_err(db)?;
         }
         for run in &step.deleted_runs {
-            tx.execute("DELETE FROM run_modules WHERE run = ?1", [run])
+            tx.prepare_cached("DELETE FROM run_modules WHERE run = ?1")
+                .map_err(db)?
+                .execute([run])
                 .map_err(db)?;
         }
         for m in &step.run_modules {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO run_modules (run, module_hash, first_step_ms, epoch)
                  VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run, module_hash) DO NOTHING",
-                params![m.run, m.module_hash, m.first_step_ms, epoch],
             )
+            .map_err(db)?
+            .execute(params![m.run, m.module_hash, m.first_step_ms, epoch])
             .map_err(db)?;
         }
         if std::mem::take(&mut self.fail_next_commit) {
