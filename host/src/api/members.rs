@@ -8,8 +8,9 @@ use super::envelope::{self, audit, delete_stored, list_stored, refuse, show_stor
 use super::envelope::{store_problem, stored_body, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
+use crate::daemon::describe_all;
 use crate::daemon::{MemberBinding, StepWrites, Worker, MEMBERS};
-use crate::providers::{ClusterTarget, Described, Provider, ProviderError, ProviderErrorCode};
+use crate::providers::{ClusterTarget, ProviderError, ProviderErrorCode};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -373,7 +374,12 @@ pub(super) async fn import(
         .map(|(b, region)| b.target(region))
         .collect();
     let (bindings, described) = tokio::task::spawn_blocking(move || {
-        let described = describe_all(&providers, &bindings, &targets);
+        let asked: Vec<(&str, ClusterTarget)> = bindings
+            .iter()
+            .map(|b| b.provider.as_str())
+            .zip(targets)
+            .collect();
+        let described = describe_all(&providers, &asked);
         (bindings, described)
     })
     .await
@@ -422,41 +428,6 @@ pub(super) async fn import(
         .await?;
     let body = serde_json::json!({ "created": created, "updated": updated });
     Ok((StatusCode::OK, axum::Json(body)).into_response())
-}
-
-/// Describes each member's cluster through its provider (`providers`, by name): each
-/// provider's share in one [`Provider::describe_many`], the providers one after another; the
-/// answers in the members' order.
-fn describe_all(
-    providers: &BTreeMap<String, Arc<dyn Provider>>,
-    bindings: &[MemberBinding],
-    targets: &[ClusterTarget],
-) -> Vec<Result<Described, ProviderError>> {
-    let mut shares: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, b) in bindings.iter().enumerate() {
-        shares.entry(b.provider.as_str()).or_default().push(i);
-    }
-    let mut answers: Vec<Option<Result<Described, ProviderError>>> = vec![None; targets.len()];
-    for (name, share) in shares {
-        let Some(provider) = providers.get(name) else {
-            continue;
-        };
-        let asked: Vec<ClusterTarget> = share.iter().map(|&i| targets[i].clone()).collect();
-        for (i, d) in share.into_iter().zip(provider.describe_many(&asked)) {
-            answers[i] = Some(d);
-        }
-    }
-    answers
-        .into_iter()
-        .map(|a| {
-            a.unwrap_or_else(|| {
-                Err(ProviderError::new(
-                    ProviderErrorCode::Unavailable,
-                    "the provider gave no answer for this cluster",
-                ))
-            })
-        })
-        .collect()
 }
 
 pub(super) async fn delete(

@@ -5,7 +5,7 @@
 //! again (at start and periodically) so the engine's view of versions stays true.
 
 use super::{Daemon, StepWrites, Worker};
-use crate::providers::{ClusterTarget, Described, Provider};
+use crate::providers::{ClusterTarget, Described, Provider, ProviderError, ProviderErrorCode};
 use crate::store::ResourceMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -339,26 +339,16 @@ pub fn observe_members(daemon: &Daemon, providers: &BTreeMap<String, Arc<dyn Pro
     drop(metas);
     let mut n = 0;
     for batch in bindings.chunks(OBSERVE_BATCH) {
-        let mut shares: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, (b, _)) in batch.iter().enumerate() {
-            shares.entry(b.provider.as_str()).or_default().push(i);
-        }
+        let asked: Vec<(&str, ClusterTarget)> = batch
+            .iter()
+            .map(|(b, region)| (b.provider.as_str(), b.target(region.clone())))
+            .collect();
         let mut described = Vec::with_capacity(batch.len());
-        for (name, share) in shares {
-            let Some(provider) = providers.get(name) else {
-                continue;
-            };
-            let targets: Vec<ClusterTarget> = share
-                .iter()
-                .map(|&i| batch[i].0.target(batch[i].1.clone()))
-                .collect();
-            for (i, d) in share.into_iter().zip(provider.describe_many(&targets)) {
-                let binding = &batch[i].0;
-                match d {
-                    Ok(d) => described.push((binding.clone(), d)),
-                    Err(e) => {
-                        tracing::warn!(member = %binding.name, provider = %binding.provider, error = %e, "describing a member failed")
-                    }
+        for ((binding, _), d) in batch.iter().zip(describe_all(providers, &asked)) {
+            match d {
+                Ok(d) => described.push((binding.clone(), d)),
+                Err(e) => {
+                    tracing::warn!(member = %binding.name, provider = %binding.provider, error = %e, "describing a member failed")
                 }
             }
         }
@@ -375,6 +365,40 @@ pub fn observe_members(daemon: &Daemon, providers: &BTreeMap<String, Arc<dyn Pro
         }
     }
     n
+}
+
+/// Describes clusters, each through its provider (`asked`: the provider's name and the
+/// cluster): each provider's share in one [`Provider::describe_many`], the providers one after
+/// another; the answers in the order asked. A provider not in `providers` answers Unavailable.
+pub fn describe_all(
+    providers: &BTreeMap<String, Arc<dyn Provider>>,
+    asked: &[(&str, ClusterTarget)],
+) -> Vec<Result<Described, ProviderError>> {
+    let mut shares: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (provider, _)) in asked.iter().enumerate() {
+        shares.entry(provider).or_default().push(i);
+    }
+    let mut answers: Vec<Option<Result<Described, ProviderError>>> = vec![None; asked.len()];
+    for (name, share) in shares {
+        let Some(provider) = providers.get(name) else {
+            continue;
+        };
+        let targets: Vec<ClusterTarget> = share.iter().map(|&i| asked[i].1.clone()).collect();
+        for (i, d) in share.into_iter().zip(provider.describe_many(&targets)) {
+            answers[i] = Some(d);
+        }
+    }
+    answers
+        .into_iter()
+        .map(|a| {
+            a.unwrap_or_else(|| {
+                Err(ProviderError::new(
+                    ProviderErrorCode::Unavailable,
+                    "no provider of this daemon answered for this cluster",
+                ))
+            })
+        })
+        .collect()
 }
 
 /// How many members [`observe_members`] describes, and records, at a time.

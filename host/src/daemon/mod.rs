@@ -35,7 +35,9 @@ mod worker;
 pub use clock::FleetClock;
 pub use fleet_engine::{Applied, CommittedEvent, DaemonError, FleetEngine, StepWrites};
 pub use leadership::{Leadership, LeaseAction, LeaseAnswer, LeaseTiming, Role};
-pub use members::{member_resource, observe_members, observe_releases, MemberBinding, MEMBERS};
+pub use members::{
+    describe_all, member_resource, observe_members, observe_releases, MemberBinding, MEMBERS,
+};
 pub use metrics::Metrics;
 pub(crate) use operations::jitter;
 pub use operations::{Action, CallTo, Lifecycle, Policy, ProviderWait, Tracked};
