@@ -285,5 +285,5 @@ pub use event::{
     UpgradeOperation, WakeReason, Wakeup,
 };
 pub use model::*;
-pub use state::{Reason, RunStatus, State};
+pub use state::{LevelTally, NodeTally, Reason, RunStatus, State};
 pub use time::fmt_time;

@@ -2,6 +2,7 @@
 
 use crate::model::{GateTiming, GateType, PoolImage, Timestamp};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Run, stage, group, member, after-stage wait and gate state.
 #[derive(
@@ -343,6 +344,44 @@ pub fn tally(states: impl IntoIterator<Item = State>) -> [u32; 4] {
     counts
 }
 
+/// How many of a run's nodes are in each state, and wait on each reason, level by level: what a
+/// metrics scrape exports, counted without building the tree (the same counts as
+/// [`RunStatus::node_tally`] of the tree).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTally {
+    /// Failed members in the run.
+    pub failure_count: u32,
+    /// The run's own node (one).
+    pub run: LevelTally,
+    /// Its stages.
+    pub stages: LevelTally,
+    /// Its groups.
+    pub groups: LevelTally,
+    /// Its members.
+    pub members: LevelTally,
+}
+
+/// One level of a [`NodeTally`]: its nodes by state (as the tree shows them), and those that wait
+/// by reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelTally {
+    /// Nodes in each state; states no node is in are left out.
+    pub states: BTreeMap<State, u32>,
+    /// Nodes waiting, by reason; reasons no node waits on are left out.
+    pub waits: BTreeMap<Reason, u32>,
+}
+
+impl LevelTally {
+    /// Counts one node.
+    pub fn count(&mut self, state: State, waiting_on: Option<Reason>) {
+        *self.states.entry(state).or_default() += 1;
+        if let Some(r) = waiting_on {
+            *self.waits.entry(r).or_default() += 1;
+        }
+    }
+}
+
 /// The status of an update run.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,5 +406,25 @@ impl RunStatus {
     pub fn member_tally(&self) -> [u32; 4] {
         let groups = self.stages.iter().flat_map(|s| &s.groups);
         tally(groups.flat_map(|g| &g.members).map(|m| m.status.state))
+    }
+
+    /// Its nodes by state and wait reason, level by level.
+    pub fn node_tally(&self) -> NodeTally {
+        let reason = |w: &Option<WaitingOn>| w.as_ref().map(|w| w.reason);
+        let mut t = NodeTally {
+            failure_count: self.failure_count,
+            ..NodeTally::default()
+        };
+        t.run.count(self.status.state, reason(&self.waiting_on));
+        for s in &self.stages {
+            t.stages.count(s.status.state, reason(&s.waiting_on));
+            for g in &s.groups {
+                t.groups.count(g.status.state, reason(&g.waiting_on));
+                for m in &g.members {
+                    t.members.count(m.status.state, reason(&m.waiting_on));
+                }
+            }
+        }
+        t
     }
 }

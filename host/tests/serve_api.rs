@@ -100,6 +100,15 @@ fn a_run_created_over_http_ends_as_simulated_with_its_gate_approved_over_http() 
             let name = g["name"].as_str().unwrap().to_string();
             assert_eq!(name.len(), 36, "a GUID: {name}");
             if g["properties"]["gateType"] == "Approval" && !approved.contains(&name) {
+                // A scrape counts what waits, and on what: the gate's stage or group.
+                let m = d.get(&d.base.replace("/api/v1/fleets/default", "/metrics"), None);
+                let text = m.body.as_str().unwrap().to_string();
+                assert!(
+                    text.lines()
+                        .any(|l| l.starts_with("waverun_waiting_nodes{run=\"r1\",")
+                            && l.ends_with(",reason=\"Gate\"} 1")),
+                    "nothing waits on the gate in:\n{text}"
+                );
                 let r = d.call("POST", &format!("/gates/{name}/approve"), None, &[], None);
                 assert_eq!(r.status, 200, "{}", r.body);
                 assert_eq!(r.body["properties"]["state"], "Completed");

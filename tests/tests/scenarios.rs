@@ -95,7 +95,8 @@ fn every_scenario_path() -> Vec<std::path::PathBuf> {
 /// `Engine::run_status_view` writes a run's status tree member by member, with the tree's
 /// field order and rules written out again by hand: over every scenario file here, after every
 /// step of its simulation (gates pending, members waiting on windows, freezes and checks, runs
-/// stopping, generated and finished), every run's view writes the bytes of its tree.
+/// stopping, generated and finished), every run's view writes the bytes of its tree, and counts
+/// its nodes by state and wait reason as the tree counts them.
 #[test]
 fn a_status_view_writes_what_the_tree_serializes_to_at_every_step() {
     let mut compared = 0;
@@ -115,6 +116,13 @@ fn a_status_view_writes_what_the_tree_serializes_to_at_every_step() {
                     engine.now()
                 );
                 assert_eq!(view.head().status, tree.status, "{}", path.display());
+                assert_eq!(
+                    view.node_tally(),
+                    tree.node_tally(),
+                    "{}: run {run} at {}",
+                    path.display(),
+                    engine.now()
+                );
                 compared += 1;
             }
             if !sim.step() {

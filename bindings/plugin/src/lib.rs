@@ -1054,6 +1054,15 @@ impl<H: HostImports> Guest<H> {
                     .collect();
                 Ok(serde_json::json!({ "runs": runs }).to_string())
             }
+            "tallies" => {
+                let engine = self.engine_ref();
+                let mut runs = Vec::new();
+                for n in engine.run_names() {
+                    let tally = engine.run_status_view(n)?.node_tally();
+                    runs.push(serde_json::json!({ "name": n, "tally": tally }));
+                }
+                Ok(serde_json::json!({ "runs": runs }).to_string())
+            }
             "nextWakeup" => {
                 let w = self.engine_ref().poll_timeout();
                 Ok(match w {
@@ -1146,7 +1155,7 @@ impl<H: HostImports> Guest<H> {
                 Ok(doc)
             }
             other => Err(bad(format!(
-                "unknown request type \"{other}\" (ping, simulate, command, status, plan, forecast, runs, nextWakeup, catalog, freezes, leases, snapshot)"
+                "unknown request type \"{other}\" (ping, simulate, command, status, plan, forecast, runs, tallies, nextWakeup, catalog, freezes, leases, snapshot)"
             ))),
         }
     }

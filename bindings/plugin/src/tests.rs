@@ -359,6 +359,19 @@ fn requests() {
         status["stages"][0]["groups"][0]["members"][0]["status"]["state"],
         "Running"
     );
+    let tallies = ok_result(&p.request(&request(json!({"type": "tallies"}))));
+    let tally = &tallies["runs"][0]["tally"];
+    assert_eq!(tallies["runs"][0]["name"], "r1");
+    assert_eq!(tally["run"]["states"], json!({"Running": 1}));
+    let members = status["stages"][0]["groups"][0]["members"]
+        .as_array()
+        .unwrap();
+    let running = members
+        .iter()
+        .filter(|m| m["status"]["state"] == "Running")
+        .count();
+    assert_eq!(tally["members"]["states"]["Running"], json!(running));
+    assert_eq!(tally["failureCount"], 0);
     let plan = ok_result(&p.request(&request(json!({"type": "plan", "run": "r1"}))));
     assert_eq!(plan["run"], "r1");
     assert_eq!(

@@ -10,7 +10,7 @@ use crate::model::{
 };
 use crate::state::{
     CheckStatus, GateStatus, GroupStatus, MemberStatus, NodeImageSelectionStatus, NodeStatus,
-    RunStatus, StageStatus, State, WaitStatus, WaitingOn,
+    NodeTally, RunStatus, StageStatus, State, WaitStatus, WaitingOn,
 };
 use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -56,15 +56,17 @@ impl<'e> Render<'e> {
         self.run_node(current.as_ref())
     }
 
-    /// What member `mi` of group `g` waits on.
-    fn member_wait(&self, s: &StageRt, g: &GroupRt, mi: usize) -> Option<WaitingOn> {
+    /// What member `mi` of group `g` waits on; without `detail`, the reason and time without the
+    /// message, where the message would be written out for this member alone (a tally needs no
+    /// message, and at 100,000 members waiting on their slots, writing them is its cost).
+    fn member_wait(&self, s: &StageRt, g: &GroupRt, mi: usize, detail: bool) -> Option<WaitingOn> {
         let run = self.run;
         let m = &g.members[mi];
         match m.node.state {
             State::Pending => m.pending.map(|(reason, until)| WaitingOn {
                 reason,
                 until,
-                message: m.message.clone(),
+                message: detail.then(|| m.message.clone()).flatten(),
             }),
             State::NotStarted
                 if g.tier.phase == Phase::Body
@@ -82,19 +84,21 @@ impl<'e> Render<'e> {
                     WaitingOn {
                         reason: Reason::Freeze,
                         until: Some(f.end),
-                        message: Some(format!("fleet freeze \"{}\"", f.name)),
+                        message: detail.then(|| format!("fleet freeze \"{}\"", f.name)),
                     }
                 } else {
                     WaitingOn {
                         reason: Reason::Concurrency,
                         until: None,
-                        message: Some(format!(
-                            "{} of {} group slots and {} of {} stage slots in use",
-                            g.tier.in_flight,
-                            g.tier.max_concurrency,
-                            s.tier.in_flight,
-                            s.tier.max_concurrency
-                        )),
+                        message: detail.then(|| {
+                            format!(
+                                "{} of {} group slots and {} of {} stage slots in use",
+                                g.tier.in_flight,
+                                g.tier.max_concurrency,
+                                s.tier.in_flight,
+                                s.tier.max_concurrency
+                            )
+                        }),
                     }
                 })
             }
@@ -113,7 +117,7 @@ impl<'e> Render<'e> {
             operation_id: m.operation_id.clone(),
             kubernetes_version: m.kubernetes_version.clone(),
             node_images: m.node_images.clone(),
-            waiting_on: self.member_wait(s, g, mi),
+            waiting_on: self.member_wait(s, g, mi, true),
             checks: member_checks(self.run, m),
         }
     }
@@ -138,7 +142,7 @@ impl<'e> Render<'e> {
         } else if status.state == State::Running && all_pending {
             status.state = State::Pending;
             let waits: Vec<WaitingOn> = (0..g.members.len())
-                .filter_map(|mi| self.member_wait(s, g, mi))
+                .filter_map(|mi| self.member_wait(s, g, mi, true))
                 .collect();
             let message = "every remaining member is Pending".to_string();
             Some(all_waiting(waits.iter(), Some(message)))
@@ -254,6 +258,33 @@ impl<'e> Render<'e> {
         }
     }
 
+    /// Its nodes by state and wait reason, level by level, as [`RunStatus::node_tally`] counts
+    /// them in [`Render::tree`]'s tree, but without the members' nodes (at 100,000 members, the
+    /// tree is most of the work).
+    fn node_tally(&self) -> NodeTally {
+        let reason = |w: &Option<WaitingOn>| w.as_ref().map(|w| w.reason);
+        let mut t = NodeTally {
+            failure_count: self.run.failure_count,
+            ..NodeTally::default()
+        };
+        let stages: Vec<StageStatus> = (0..self.run.stages.len())
+            .map(|si| self.stage(si))
+            .collect();
+        for (st, s) in stages.iter().zip(&self.run.stages) {
+            t.stages.count(st.status.state, reason(&st.waiting_on));
+            for (gs, g) in st.groups.iter().zip(&s.groups) {
+                t.groups.count(gs.status.state, reason(&gs.waiting_on));
+                for (mi, m) in g.members.iter().enumerate() {
+                    let wait = self.member_wait(s, g, mi, false).map(|w| w.reason);
+                    t.members.count(m.node.view().state, wait);
+                }
+            }
+        }
+        let run = self.run_node(stages.get(self.run.current));
+        t.run.count(run.status.state, reason(&run.waiting_on));
+        t
+    }
+
     /// How many members are in each end state, over the run: Completed, Failed, Skipped, and
     /// not finished (the members' states as the tree shows them).
     fn member_tally(&self) -> [u32; 4] {
@@ -279,6 +310,14 @@ impl RunStatusView<'_> {
                 stages: Vec::new(),
                 ..(**status).clone()
             },
+        }
+    }
+
+    /// Its nodes by state and wait reason, level by level ([`RunStatus::node_tally`]).
+    pub fn node_tally(&self) -> NodeTally {
+        match &self.0 {
+            View::Live(r) => r.node_tally(),
+            View::Rendered(status) => status.node_tally(),
         }
     }
 

@@ -480,16 +480,7 @@ async fn metrics(State(st): State<Arc<ApiState>>, headers: HeaderMap) -> Result<
     let text = st
         .engine(move |w| {
             let map = |e: crate::daemon::DaemonError| Problem::daemon(&e, &|p: &str| p.to_string());
-            let names = w
-                .engine()
-                .instance()
-                .runs()
-                .map_err(|e| Problem::unavailable(&format!("listing runs: {e}")))?;
-            let mut runs = Vec::new();
-            for r in names {
-                let status = w.engine().status(&r.name).map_err(map)?;
-                runs.push((r.name, status));
-            }
+            let runs = w.engine().tallies().map_err(map)?;
             let m = w.engine().metrics();
             m.set_runs(&runs);
             let mut samples = w.provider_metrics();

@@ -13,7 +13,7 @@ use crate::store::{
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use waverun_core::{CheckRequest, Command, Event, Observation, RunStatus, Timestamp};
+use waverun_core::{CheckRequest, Command, Event, NodeTally, Observation, RunStatus, Timestamp};
 
 /// Why a step did not happen.
 #[derive(Debug)]
@@ -410,6 +410,13 @@ impl FleetEngine {
         let status = self.call("status", |i| i.status(run).map(Some))?;
         // Not an input: a trap is retried, never answered by a replay.
         status.ok_or(DaemonError::plugin(PluginError::Poisoned))
+    }
+
+    /// Each run's nodes counted by state and wait reason (`tallies`), in the runs' order.
+    pub fn tallies(&mut self) -> Result<Vec<(String, NodeTally)>, DaemonError> {
+        let tallies = self.call("tallies", |i| i.tallies().map(Some))?;
+        // Not an input: a trap is retried, never answered by a replay.
+        tallies.ok_or(DaemonError::plugin(PluginError::Poisoned))
     }
 
     /// A read-only request (`plan`, `catalog`, `freezes`, ...): its result.

@@ -12,7 +12,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use waverun_core::RunStatus;
+use waverun_core::NodeTally;
 
 /// A run, by name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -209,55 +209,45 @@ impl Metrics {
         self.measurements.get_or_create(&labels).inc();
     }
 
-    /// Replaces the counts with those of `runs` (at a scrape).
-    pub fn set_runs(&self, runs: &[(String, RunStatus)]) {
+    /// Replaces the counts with those of `runs` (at a scrape), each run's nodes counted by
+    /// state and wait reason (the plugin's `tallies`).
+    pub fn set_runs(&self, runs: &[(String, NodeTally)]) {
         self.nodes.clear();
         self.failures.clear();
         self.waits.clear();
-        let mut nodes: BTreeMap<(String, &str, String), i64> = BTreeMap::new();
-        let mut waits: BTreeMap<(String, &str, String), i64> = BTreeMap::new();
         let name = |v: &dyn erased::Named| v.name();
-        for (run, s) in runs {
-            let mut count = |node: &'static str, state: String| {
-                *nodes.entry((run.clone(), node, state)).or_default() += 1;
-            };
-            count("run", name(&s.status.state));
-            let mut wait = |node: &'static str, reason: Option<String>| {
-                if let Some(r) = reason {
-                    *waits.entry((run.clone(), node, r)).or_default() += 1;
+        for (run, t) in runs {
+            let levels = [
+                ("run", &t.run),
+                ("stage", &t.stages),
+                ("group", &t.groups),
+                ("member", &t.members),
+            ];
+            for (node, level) in levels {
+                for (state, n) in &level.states {
+                    let l = StateLabels {
+                        run: run.clone(),
+                        node: node.to_string(),
+                        state: name(state),
+                    };
+                    self.nodes.get_or_create(&l).set(i64::from(*n));
                 }
-            };
-            for st in &s.stages {
-                count("stage", name(&st.status.state));
-                wait("stage", st.waiting_on.as_ref().map(|w| name(&w.reason)));
-                for g in &st.groups {
-                    count("group", name(&g.status.state));
-                    wait("group", g.waiting_on.as_ref().map(|w| name(&w.reason)));
-                    for m in &g.members {
-                        count("member", name(&m.status.state));
-                        wait("member", m.waiting_on.as_ref().map(|w| name(&w.reason)));
-                    }
+                // The run's own wait is its current stage's, counted there.
+                if node == "run" {
+                    continue;
+                }
+                for (reason, n) in &level.waits {
+                    let l = WaitLabels {
+                        run: run.clone(),
+                        node: node.to_string(),
+                        reason: name(reason),
+                    };
+                    self.waits.get_or_create(&l).set(i64::from(*n));
                 }
             }
             self.failures
                 .get_or_create(&RunLabel { run: run.clone() })
-                .set(i64::from(s.failure_count));
-        }
-        for ((run, node, state), n) in nodes {
-            let l = StateLabels {
-                run,
-                node: node.to_string(),
-                state,
-            };
-            self.nodes.get_or_create(&l).set(n);
-        }
-        for ((run, node, reason), n) in waits {
-            let l = WaitLabels {
-                run,
-                node: node.to_string(),
-                reason,
-            };
-            self.waits.get_or_create(&l).set(n);
+                .set(i64::from(t.failure_count));
         }
     }
 

@@ -13,7 +13,7 @@ use wasmtime::{
 };
 use waverun_core::sim::{Scenario, SimulationReport};
 use waverun_core::{
-    CheckRequest, Command, Event, FieldError, Observation, RunStatus, State, Timestamp,
+    CheckRequest, Command, Event, FieldError, NodeTally, Observation, RunStatus, State, Timestamp,
     UpgradeOperation,
 };
 
@@ -885,6 +885,21 @@ impl PluginInstance {
         }
         let r: Runs = self.request_as(&serde_json::json!({"type": "runs"}), "runs")?;
         Ok(r.runs)
+    }
+
+    /// The `tallies` request: each run's nodes counted by state and wait reason.
+    pub fn tallies(&mut self) -> Result<Vec<(String, NodeTally)>, PluginError> {
+        #[derive(Deserialize)]
+        struct Run {
+            name: String,
+            tally: NodeTally,
+        }
+        #[derive(Deserialize)]
+        struct Tallies {
+            runs: Vec<Run>,
+        }
+        let t: Tallies = self.request_as(&serde_json::json!({"type": "tallies"}), "tallies")?;
+        Ok(t.runs.into_iter().map(|r| (r.name, r.tally)).collect())
     }
 
     /// The `simulate` request, a pure function (answered before `waverun_init`, nothing
