@@ -240,6 +240,10 @@ pub struct WaitStatus {
 pub struct MemberStatus {
     /// Member name.
     pub name: String,
+    /// Azure's id of the member's cluster, as Azure's run status has it. Never set by the
+    /// engine, which does not know it: a host that keeps members' `clusterResourceId` adds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_resource_id: Option<String>,
     /// State.
     pub status: NodeStatus,
     /// Notes: pending reason, skip reason, pools left alone.

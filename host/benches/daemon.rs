@@ -25,7 +25,9 @@
 //! 12. step commit latency and fsyncs, PostgreSQL against SQLite;
 //! 13. a follower's `GET /updateRuns/{name}` of a 10,000-member run at 1,000 requests/s;
 //! 14. a 100,000-member fleet (issue 26): start to ready with the fleet file, then the whole
-//!     fleet registered again over HTTP in one `POST /members` (each member relabelled).
+//!     fleet registered again over HTTP in one `POST /members` (each member relabelled); a run
+//!     of all of them started, one GET of it computed, GETs at 1,000 requests/s (cached), the
+//!     `/metrics` scrape, a restart to ready and the first GET after it.
 //!
 //! `cargo bench -p waverun --bench daemon` (full sizes), `-- --quick` (small sizes, no window
 //! wait: a smoke run), `-- get journal` (only those parts: cold, get, window, journal, fsync,
@@ -316,7 +318,7 @@ fn open_loop(url: &str, rate: f64, seconds: f64) -> (Vec<Duration>, Duration) {
                     }
                     let r = a.get(&url).header("accept-encoding", "gzip").call();
                     if let Ok(mut r) = r {
-                        let _ = r.body_mut().read_to_vec();
+                        let _ = r.body_mut().with_config().limit(u64::MAX).read_to_vec();
                     }
                     lat.push(Instant::now().saturating_duration_since(due));
                     i += threads;
@@ -610,6 +612,12 @@ fn fleet_scale(dir: &Path, cache: &Path, quick: bool) {
     );
     let sub = dir.join("fleet-scale");
     std::fs::create_dir_all(&sub).unwrap();
+    // The engine module compiled and cached first (part 1 measures that): the start measured
+    // is the fleet's.
+    let warm = fleet_file(&sub, vec![member(0, None)]);
+    Daemon::serve(&sub.join("warm"), &warm, cache, &sub.join("warm.log"))
+        .0
+        .stop();
     let fleet = fleet_file(&sub, (0..n).map(|i| member(i, None)).collect());
     let (d, ready) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve.log"));
     println!(
@@ -639,7 +647,56 @@ fn fleet_scale(dir: &Path, cache: &Path, quick: bool) {
         ms(took),
         took.as_secs_f64() * 1e6 / n as f64
     );
+    // A run over all of them: its start, its reads, the scrape, a restart.
+    let began = Instant::now();
+    start_run(&d);
+    println!(
+        "a run of all {n} created and started (PUT strategy, PUT run, POST start): {}",
+        ms(began.elapsed())
+    );
+    let url = format!("{}/updateRuns/r1", d.base);
+    let (took, bytes) = timed_get(&url);
+    println!(
+        "one GET of the run, computed: {} ({} KiB)   (target ≤ 300 ms at 100,000)",
+        ms(took),
+        bytes / 1024
+    );
+    let (lat, wall) = open_loop(&url, 1_000.0, if quick { 2.0 } else { 10.0 });
+    print_latencies(&lat, wall, "(cached; target p99 ≤ 10 ms at 100,000)");
+    let mut scrapes: Vec<Duration> = (0..5)
+        .map(|_| timed_get(&format!("{}/metrics", d.root)).0)
+        .collect();
+    scrapes.sort();
+    println!(
+        "GET /metrics (5 scrapes): median {}, max {}   (target ≤ 50 ms at 100,000)",
+        ms(percentile(&scrapes, 0.5)),
+        ms(*scrapes.last().unwrap())
+    );
     d.stop();
+    let (d, ready) = Daemon::serve(&sub, &fleet, cache, &sub.join("serve2.log"));
+    println!(
+        "restart to ready, the run's {n} members in the snapshot: {}   (target ≤ 2 s at 100,000)",
+        ms(ready)
+    );
+    println!(
+        "first GET of the run after the restart: {}",
+        ms(timed_get(&format!("{}/updateRuns/r1", d.base)).0)
+    );
+    d.stop();
+}
+
+/// GETs `url` once (no gzip): the time to the last byte, and the bytes.
+fn timed_get(url: &str) -> (Duration, usize) {
+    let began = Instant::now();
+    let mut r = agent().get(url).call().unwrap();
+    assert_eq!(r.status().as_u16(), 200, "GET {url}");
+    let bytes = r
+        .body_mut()
+        .with_config()
+        .limit(u64::MAX)
+        .read_to_vec()
+        .unwrap();
+    (began.elapsed(), bytes.len())
 }
 
 /// The fake ARM (a child process) seeded with `n` clusters in eastus on 1.33.2, 1.34.1

@@ -707,6 +707,8 @@ export interface WaitStatus {
 
 export interface MemberStatus {
   name: string;
+  /** Azure's id of the member's cluster (the daemon's answers, for members that have one). */
+  clusterResourceId?: string;
   status: NodeStatus;
   message?: string;
   operationId?: string;

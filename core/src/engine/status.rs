@@ -112,6 +112,7 @@ impl<'e> Render<'e> {
         let m = &g.members[mi];
         MemberStatus {
             name: m.name.clone(),
+            cluster_resource_id: None,
             status: m.node.view(),
             message: m.message.clone(),
             operation_id: m.operation_id.clone(),

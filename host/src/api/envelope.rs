@@ -24,7 +24,12 @@ pub(super) fn resource_id(fleet: &str, kind: &str, name: &str) -> String {
 
 /// The strong ETag of a resource's properties: it changes with every change of state.
 pub(super) fn etag_of(properties: &Value) -> String {
-    let digest = Sha256::digest(serde_json::to_vec(properties).expect("JSON serialises"));
+    etag_of_text(&serde_json::to_vec(properties).expect("JSON serialises"))
+}
+
+/// [`etag_of`] the properties' JSON text.
+fn etag_of_text(properties: &[u8]) -> String {
+    let digest = Sha256::digest(properties);
     let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
     format!("\"{hex}\"")
 }
@@ -66,22 +71,83 @@ pub(super) fn envelope(fleet: &str, meta: &ResourceMeta, properties: Value) -> (
         p.entry("provisioningState")
             .or_insert_with(|| json!("Succeeded"));
     }
-    let v = json!({
-        "id": resource_id(fleet, &meta.kind, &meta.name),
-        "name": meta.name,
-        "type": azure_type(&meta.kind),
-        "systemData": {
-            "createdBy": meta.created_by,
-            "createdByType": "User",
-            "createdAt": meta.created_at,
-            "lastModifiedBy": meta.last_modified_by,
-            "lastModifiedByType": "User",
-            "lastModifiedAt": meta.last_modified_at,
-        },
-        "properties": properties,
-        "eTag": etag,
-    });
-    (v, etag)
+    // Built in place: `json!` would copy `properties` (a run's are megabytes) into a new tree.
+    let mut v = serde_json::Map::new();
+    v.insert(
+        "id".into(),
+        json!(resource_id(fleet, &meta.kind, &meta.name)),
+    );
+    v.insert("name".into(), json!(meta.name));
+    v.insert("type".into(), json!(azure_type(&meta.kind)));
+    v.insert("systemData".into(), system_data(meta));
+    v.insert("properties".into(), properties);
+    v.insert("eTag".into(), json!(etag));
+    (Value::Object(v), etag)
+}
+
+/// Who made a resource and changed it last, and when.
+fn system_data(meta: &ResourceMeta) -> Value {
+    json!({
+        "createdBy": meta.created_by,
+        "createdByType": "User",
+        "createdAt": meta.created_at,
+        "lastModifiedBy": meta.last_modified_by,
+        "lastModifiedByType": "User",
+        "lastModifiedAt": meta.last_modified_at,
+    })
+}
+
+/// A resource as JSON text, with its ETag: for a resource whose properties are megabytes (a run
+/// of 100,000 members), written once, never parsed into a tree again.
+#[derive(Clone)]
+pub(super) struct Written {
+    /// The envelope's JSON.
+    pub body: axum::body::Bytes,
+    /// Its ETag.
+    pub etag: String,
+}
+
+/// [`envelope`] as text, from the properties as JSON text (`provisioningState` in them): the
+/// bytes `envelope` would serialize to, with the same ETag.
+pub(super) fn envelope_text(
+    fleet: &str,
+    meta: &ResourceMeta,
+    properties: &serde_json::value::RawValue,
+) -> Written {
+    let etag = etag_of_text(properties.get().as_bytes());
+    /// The envelope's keys in the order a `Value`'s map writes them (sorted).
+    #[derive(serde::Serialize)]
+    struct Text<'a> {
+        #[serde(rename = "eTag")]
+        etag: &'a str,
+        id: String,
+        name: &'a str,
+        properties: &'a serde_json::value::RawValue,
+        #[serde(rename = "systemData")]
+        system_data: Value,
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    let text = Text {
+        etag: &etag,
+        id: resource_id(fleet, &meta.kind, &meta.name),
+        name: &meta.name,
+        properties,
+        system_data: system_data(meta),
+        kind: azure_type(&meta.kind),
+    };
+    let body = serde_json::to_vec(&text).expect("JSON serialises").into();
+    Written { body, etag }
+}
+
+/// A [`Written`] resource as the answer, with its ETag.
+pub(super) fn respond_written(status: StatusCode, w: &Written) -> Response {
+    let json = [(header::CONTENT_TYPE, "application/json")];
+    let mut r = (status, json, w.body.clone()).into_response();
+    if let Ok(v) = HeaderValue::from_str(&w.etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
 }
 
 /// The stored body of a resource (its properties as last written).

@@ -1,7 +1,7 @@
 //! `updateRuns`: create (or change before it starts), read with the engine's status tree,
 //! start, stop, skip, delete.
 
-use super::envelope::{self, audit, envelope, page, refuse, respond, store_problem};
+use super::envelope::{self, audit, page, refuse, store_problem, Written};
 use super::envelope::{stored_body, written, Paging, Preconditions};
 use super::problem::{under_properties, Problem};
 use super::{json_body, ApiState, Need};
@@ -17,7 +17,10 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use waverun_core::document;
-use waverun_core::{Command, ManagedClusterUpdate, SkipTarget, UpdateRunSpec, UpdateStrategy};
+use waverun_core::state::MemberStatus;
+use waverun_core::{
+    Command, ManagedClusterUpdate, RunStatus, SkipTarget, UpdateRunSpec, UpdateStrategy,
+};
 
 pub(super) const KIND: &str = "updateRuns";
 
@@ -87,12 +90,9 @@ fn run_path(path: &str) -> String {
     }
 }
 
-/// The run's resource: the stored properties with the engine's status tree.
-fn run_resource(
-    w: &mut Worker,
-    fleet: &str,
-    meta: &ResourceMeta,
-) -> Result<(Value, String), Problem> {
+/// The run's resource: the stored properties with the engine's status tree, as JSON text (at
+/// 100,000 members, megabytes: serialized once, for its ETag and the answer).
+fn run_resource(w: &mut Worker, fleet: &str, meta: &ResourceMeta) -> Result<Written, Problem> {
     let mut properties = stored_body(meta);
     // A generated run's references, as Azure's ids.
     if let Some(obj) = properties.as_object_mut() {
@@ -113,9 +113,9 @@ fn run_resource(
             }
         }
     }
-    let status = w
+    let mut status = w
         .engine()
-        .query(&json!({ "type": "status", "run": meta.name }))
+        .status(&meta.name)
         .map_err(|e| Problem::daemon(&e, &run_path))?;
     let modules = w
         .engine()
@@ -123,9 +123,9 @@ fn run_resource(
         .run_modules(&meta.name)
         .map_err(store_problem)?;
     properties["provisioningState"] = json!("Succeeded");
-    let cluster_ids = cluster_resource_ids(w)?;
-    let status = with_cluster_ids(with_gate_ids(fleet, status), &cluster_ids);
-    properties["status"] = with_provider_waits(status, w.provider_waits());
+    with_gate_ids(fleet, &mut status);
+    with_cluster_ids(&mut status, &cluster_resource_ids(w)?);
+    with_provider_waits(&mut status, w.provider_waits());
     if !modules.is_empty() {
         properties["engineModules"] = modules
             .iter()
@@ -139,33 +139,40 @@ fn run_resource(
             })
             .collect();
     }
-    Ok(envelope(fleet, meta, properties))
+    // The status tree is written from its types, never made a `Value` (at 100,000 members,
+    // that tree would be most of the time); the properties around it keep a `Value`'s order.
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Property<'a> {
+        Stored(Value),
+        Status(&'a RunStatus),
+    }
+    let mut written: BTreeMap<String, Property> = match properties {
+        Value::Object(m) => m
+            .into_iter()
+            .map(|(k, v)| (k, Property::Stored(v)))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    written.insert("status".into(), Property::Status(&status));
+    let text = serde_json::value::to_raw_value(&written).expect("JSON serialises");
+    Ok(envelope::envelope_text(fleet, meta, &text))
 }
 
 /// The status tree with each gate's `gateId` as Azure gives it: the id of the gate resource
 /// (`/fleets/{fleet}/gates/{guid}`), not the engine's own name for it.
-fn with_gate_ids(fleet: &str, mut status: Value) -> Value {
-    fn gates(fleet: &str, node: &mut Value) {
-        for key in ["beforeGates", "afterGates"] {
-            // `get_mut`, not `[key]`: indexing would add the absent lists as nulls.
-            let list = node.get_mut(key).and_then(Value::as_array_mut);
-            for g in list.into_iter().flatten() {
-                if let Some(id) = g["gateId"].as_str() {
-                    let guid = super::gates::guid(id);
-                    g["gateId"] = json!(envelope::resource_id(fleet, super::gates::KIND, &guid));
-                }
-            }
+fn with_gate_ids(fleet: &str, status: &mut RunStatus) {
+    let tiers = status.stages.iter_mut().flat_map(|s| {
+        let groups = s.groups.iter_mut();
+        let gates = groups.flat_map(|g| g.before_gates.iter_mut().chain(&mut g.after_gates));
+        gates.chain(s.before_gates.iter_mut().chain(&mut s.after_gates))
+    });
+    for g in tiers {
+        if let Some(id) = &mut g.gate_id {
+            let guid = super::gates::guid(id);
+            *id = envelope::resource_id(fleet, super::gates::KIND, &guid);
         }
     }
-    let stages = status.get_mut("stages").and_then(Value::as_array_mut);
-    for stage in stages.into_iter().flatten() {
-        gates(fleet, stage);
-        let groups = stage.get_mut("groups").and_then(Value::as_array_mut);
-        for group in groups.into_iter().flatten() {
-            gates(fleet, group);
-        }
-    }
-    status
 }
 
 /// The members that have Azure's `clusterResourceId`, with it.
@@ -173,7 +180,7 @@ fn cluster_resource_ids(w: &mut Worker) -> Result<BTreeMap<String, String>, Prob
     let members = w
         .engine()
         .stored()
-        .resources(super::members::KIND)
+        .resources_containing(super::members::KIND, "\"clusterResourceId\"")
         .map_err(store_problem)?;
     Ok(members
         .iter()
@@ -184,30 +191,23 @@ fn cluster_resource_ids(w: &mut Worker) -> Result<BTreeMap<String, String>, Prob
         .collect())
 }
 
-/// The status tree with each member's `clusterResourceId` (as Azure's run status has it), for
-/// the members that have one.
-fn with_cluster_ids(mut status: Value, ids: &BTreeMap<String, String>) -> Value {
-    for m in members_mut(&mut status) {
-        if let Some(id) = m["name"].as_str().and_then(|n| ids.get(n)) {
-            m["clusterResourceId"] = json!(id);
-        }
-    }
-    status
+/// Every member of a status tree, to change in place.
+fn members_mut(status: &mut RunStatus) -> impl Iterator<Item = &mut MemberStatus> {
+    let groups = status.stages.iter_mut().flat_map(|s| &mut s.groups);
+    groups.flat_map(|g| &mut g.members)
 }
 
-/// Every member of a status tree, to change in place.
-fn members_mut(status: &mut Value) -> impl Iterator<Item = &mut Value> {
-    /// The items of the list `key` of `v` (none when it is absent: `get_mut`, not `[key]`,
-    /// which would add it as null).
-    fn list<'a>(v: &'a mut Value, key: &str) -> impl Iterator<Item = &'a mut Value> + use<'a> {
-        v.get_mut(key)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
+/// The status tree with each member's `clusterResourceId` (as Azure's run status has it), for
+/// the members that have one.
+fn with_cluster_ids(status: &mut RunStatus, ids: &BTreeMap<String, String>) {
+    if ids.is_empty() {
+        return;
     }
-    list(status, "stages")
-        .flat_map(|stage| list(stage, "groups"))
-        .flat_map(|group| list(group, "members"))
+    for m in members_mut(status) {
+        if let Some(id) = ids.get(&m.name) {
+            m.cluster_resource_id = Some(id.clone());
+        }
+    }
 }
 
 /// The status tree with what running members wait on at their providers: a member whose
@@ -216,27 +216,21 @@ fn members_mut(status: &mut Value) -> impl Iterator<Item = &mut Value> {
 /// `waitingOn: {reason: "Provider", until?, message}` — `until` when the call is made again,
 /// `message` the call and the provider's (redacted) answer. A member the engine already says
 /// waits on something keeps that.
-fn with_provider_waits(mut status: Value, waits: &BTreeMap<String, ProviderWait>) -> Value {
+fn with_provider_waits(status: &mut RunStatus, waits: &BTreeMap<String, ProviderWait>) {
     if waits.is_empty() {
-        return status;
+        return;
     }
-    for m in members_mut(&mut status) {
-        let wait = m["operationId"].as_str().and_then(|id| waits.get(id));
-        let finished = matches!(
-            m["status"]["state"].as_str(),
-            Some("Completed" | "Failed" | "Skipped")
-        );
-        let (Some(w), false, None) = (wait, finished, m.get("waitingOn")) else {
+    for m in members_mut(status) {
+        let wait = m.operation_id.as_ref().and_then(|id| waits.get(id));
+        let (Some(w), false, None) = (wait, m.status.state.is_terminal(), &m.waiting_on) else {
             continue;
         };
-        let on = waverun_core::state::WaitingOn {
+        m.waiting_on = Some(waverun_core::state::WaitingOn {
             reason: waverun_core::Reason::Provider,
             until: w.until_ms.and_then(chrono::DateTime::from_timestamp_millis),
             message: Some(w.message.clone()),
-        };
-        m["waitingOn"] = serde_json::to_value(on).expect("JSON serialises");
+        });
     }
-    status
 }
 
 /// A run's resource as computed at one engine version and one version of what members wait on
@@ -245,7 +239,6 @@ fn with_provider_waits(mut status: Value, waits: &BTreeMap<String, ProviderWait>
 #[derive(Clone)]
 pub(super) struct CachedRun {
     version: (u64, u64),
-    value: Arc<Value>,
     body: axum::body::Bytes,
     /// `body` gzipped, made by the first request that accepts gzip.
     gzipped: Arc<std::sync::OnceLock<axum::body::Bytes>>,
@@ -299,12 +292,11 @@ fn current_run(
     if let Some(hit) = st.cached_run(&meta.name, version) {
         return Ok(hit);
     }
-    let (v, etag) = run_resource(w, fleet, meta)?;
+    let Written { body, etag } = run_resource(w, fleet, meta)?;
     let c = CachedRun {
         version,
-        body: serde_json::to_vec(&v).expect("JSON serialises").into(),
+        body,
         gzipped: Default::default(),
-        value: Arc::new(v),
         etag,
     };
     let mut cache = st.runs.lock().unwrap_or_else(|e| e.into_inner());
@@ -344,7 +336,7 @@ fn checked(
     entry: NewAudit,
 ) -> Result<(ResourceMeta, NewAudit), Problem> {
     let meta = find(w, name)?;
-    let current = run_resource(w, fleet, &meta)?.1;
+    let current = run_resource(w, fleet, &meta)?.etag;
     match pre.check(Some(&current)) {
         Ok(()) => Ok((meta, entry)),
         Err(p) => Err(refuse(w, entry, p)),
@@ -378,7 +370,8 @@ pub(super) async fn list(
                 .iter()
                 .map(|m| {
                     let c = current_run(&state, w, &f, m)?;
-                    Ok((m.name.clone(), (*c.value).clone()))
+                    let v = serde_json::from_slice(&c.body).expect("written as JSON");
+                    Ok((m.name.clone(), v))
                 })
                 .collect::<Result<Vec<_>, Problem>>()
         })
@@ -430,7 +423,7 @@ pub(super) async fn put(
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &name);
     let f = fleet.clone();
-    let (created, v, etag) = st
+    let (created, written) = st
         .engine(move |w| {
             let entry = audit(&caller, "updateRuns.put", &target, &request_id);
             let existing = w
@@ -439,7 +432,7 @@ pub(super) async fn put(
                 .resource(KIND, &name)
                 .map_err(store_problem)?;
             let current = match &existing {
-                Some(m) => Some(run_resource(w, &f, m)?.1),
+                Some(m) => Some(run_resource(w, &f, m)?.etag),
                 None => None,
             };
             // The referenced strategy is snapshotted into the run (as Azure does).
@@ -499,11 +492,15 @@ pub(super) async fn put(
             };
             w.command_step(&command, extras)
                 .map_err(|e| Problem::daemon(&e, &run_path))?;
-            let (v, etag) = run_resource(w, &f, &meta)?;
-            Ok((existing.is_none(), v, etag))
+            Ok((existing.is_none(), run_resource(w, &f, &meta)?))
         })
         .await?;
-    Ok(envelope::put_response(created, &etag, &v))
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(envelope::respond_written(status, &written))
 }
 
 /// `POST /updateRuns/{name}/skip`'s body.
@@ -623,7 +620,7 @@ async fn retry(
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &name);
     let f = fleet.clone();
-    let (v, etag) = st
+    let written = st
         .engine(move |w| {
             let entry = audit(&caller, "updateRuns.retry", &target, &request_id);
             let (from, entry) = checked(w, &f, &name, &pre, entry)?;
@@ -658,7 +655,7 @@ async fn retry(
             run_resource(w, &f, &meta)
         })
         .await?;
-    Ok(respond(StatusCode::CREATED, &etag, &v))
+    Ok(envelope::respond_written(StatusCode::CREATED, &written))
 }
 
 /// `POST /updateRuns/{name}/{action}` for `start`, `stop`, `skip` and `retry`.
@@ -731,7 +728,7 @@ async fn action(
     let request_id = st.request_id(&headers);
     let target = envelope::resource_id(&fleet, KIND, &name);
     let f = fleet.clone();
-    let (v, etag) = st
+    let written = st
         .engine(move |w| {
             let entry = audit(
                 &caller,
@@ -749,7 +746,7 @@ async fn action(
             run_resource(w, &f, &meta)
         })
         .await?;
-    Ok(respond(StatusCode::OK, &etag, &v))
+    Ok(envelope::respond_written(StatusCode::OK, &written))
 }
 
 /// `DELETE /updateRuns/{name}`. A run that has not started, or has ended, is deleted at once
@@ -826,8 +823,8 @@ pub(super) async fn delete(
         .await?;
     Ok(match pending {
         None => StatusCode::NO_CONTENT.into_response(),
-        Some((v, etag)) => {
-            let mut r = respond(StatusCode::ACCEPTED, &etag, &v);
+        Some(written) => {
+            let mut r = envelope::respond_written(StatusCode::ACCEPTED, &written);
             let location = format!("/api/v1/fleets/{fleet}/updateRuns/{n}");
             if let Ok(v) = axum::http::HeaderValue::from_str(&location) {
                 r.headers_mut().insert(axum::http::header::LOCATION, v);

@@ -260,51 +260,165 @@ impl Worker {
             .stored()
             .resource(MEMBERS, &binding.name)
             .map_err(|e| e.to_string())?;
-        let Some(existing) = existing else {
-            return Ok(()); // deleted meanwhile
+        let Some(change) = existing.and_then(|e| Change::of(binding, d, &e)) else {
+            return Ok(()); // deleted meanwhile, or nothing changed
         };
-        let meta = member_resource(binding, d, &existing.last_modified_by, Some(&existing));
-        let before = stored_status(&existing);
+        self.apply_change(change)
+    }
+
+    /// [`Worker::observed`] for many members (the observer's batch): the changes of windows,
+    /// regions, labels and `busy` of all of them in one step, so that a pass over a large fleet
+    /// is a step per batch, not one per member; changed versions are observed one member at a
+    /// time, as they are rare. If the engine refuses the batch, each member is tried alone.
+    pub fn observed_many(&mut self, described: &[(MemberBinding, Described)]) {
+        let mut commands = Vec::new();
+        let mut resources = Vec::new();
+        let mut singles = Vec::new();
+        for (binding, d) in described {
+            let existing = self.engine().stored().resource(MEMBERS, &binding.name);
+            let change = match existing {
+                Ok(existing) => existing.and_then(|e| Change::of(binding, d, &e)),
+                Err(e) => {
+                    tracing::warn!(member = %binding.name, error = %e, "reading a member failed");
+                    None
+                }
+            };
+            match change {
+                Some(Change::Scheduling(command, meta)) => {
+                    commands.push(command);
+                    resources.push(meta);
+                }
+                Some(Change::Status(meta)) => resources.push(meta),
+                Some(c @ Change::Versions(..)) => singles.push(c),
+                None => {}
+            }
+        }
+        if !resources.is_empty() {
+            let writes = StepWrites {
+                resources: resources.clone(),
+                ..StepWrites::default()
+            };
+            let batch = if commands.is_empty() {
+                self.engine().record(writes).map(|()| None)
+            } else {
+                let applied = self.engine().command_batch(&commands, writes);
+                applied.map(Some).map_err(|(_, e)| e)
+            };
+            match batch {
+                Ok(Some(applied)) => self.dispatched(&applied),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "recording a batch of observed members failed: each is tried alone");
+                    let mut commands = commands.into_iter().peekable();
+                    for meta in resources {
+                        let change = match commands.next_if(|c| {
+                            matches!(c, Command::UpsertMember { member } if member.name == meta.name)
+                        }) {
+                            Some(c) => Change::Scheduling(c, meta),
+                            None => Change::Status(meta),
+                        };
+                        singles.push(change);
+                    }
+                }
+            }
+        }
+        for change in singles {
+            let name = change.member().to_string();
+            if let Err(e) = self.apply_change(change) {
+                tracing::warn!(member = %name, error = %e, "recording what a member runs failed");
+            }
+        }
+    }
+
+    /// One observed change, as one step.
+    fn apply_change(&mut self, change: Change) -> Result<(), String> {
+        let extras = |meta| StepWrites {
+            resources: vec![meta],
+            ..StepWrites::default()
+        };
+        match change {
+            Change::Scheduling(command, meta) => self
+                .command_step(&command, extras(meta))
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Change::Status(meta) => self
+                .engine()
+                .record(extras(meta))
+                .map_err(|e| e.to_string()),
+            Change::Versions(observation, meta) => {
+                let applied = self
+                    .engine()
+                    .deliver_step(&observation, extras(meta))
+                    .map_err(|e| e.to_string())?;
+                self.dispatched(&applied);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What changed in a member, as its provider describes it, against its stored resource (with
+/// the resource's new status).
+enum Change {
+    /// Its windows, region or labels: the engine's member is replaced (a changed window may
+    /// unblock, or hold, a waiting member).
+    Scheduling(Command, ResourceMeta),
+    /// Its `busy` alone: only written.
+    Status(ResourceMeta),
+    /// Its versions: observed.
+    Versions(Observation, ResourceMeta),
+}
+
+impl Change {
+    /// The change of `binding`'s member now described as `d`, against `existing`; `None` if
+    /// its status is the same.
+    /// The binding is the stored one, not `binding` (what the description was asked with): a
+    /// pass over a large fleet takes seconds, and a member written meanwhile (new labels, a new
+    /// window) keeps what was written. One bound to another cluster meanwhile is left to the
+    /// next pass.
+    fn of(binding: &MemberBinding, d: &Described, existing: &ResourceMeta) -> Option<Change> {
+        let current = MemberBinding::of_stored(existing)?;
+        let same_cluster = current.provider == binding.provider
+            && current.cluster_ref == binding.cluster_ref
+            && current.cluster_resource_id == binding.cluster_resource_id;
+        if !same_cluster {
+            return None;
+        }
+        let binding = &current;
+        let mut meta = member_resource(binding, d, &existing.last_modified_by, Some(existing));
+        let before = stored_status(existing);
         let after = stored_status(&meta);
         if before == after {
-            return Ok(());
+            return None;
         }
         let versions = |s: &Value| (s["kubernetesVersion"].clone(), s["nodePools"].clone());
         let scheduling = |s: &Value| {
             let keys = ["region", "maintenance", "labels"];
             keys.map(|k| s[k].clone())
         };
-        let mut meta = meta;
         meta.last_modified_at = existing.last_modified_at.clone();
-        let extras = StepWrites {
-            resources: vec![meta],
-            ..StepWrites::default()
-        };
-        if scheduling(&before) != scheduling(&after) {
-            // Windows, region or labels changed: the engine's member is replaced (a changed
-            // window may unblock, or hold, a waiting member).
+        Some(if scheduling(&before) != scheduling(&after) {
             let command = Command::UpsertMember {
                 member: binding.member(d),
             };
-            return self
-                .command_step(&command, extras)
-                .map(|_| ())
-                .map_err(|e| e.to_string());
+            Change::Scheduling(command, meta)
+        } else if versions(&before) == versions(&after) {
+            Change::Status(meta)
+        } else {
+            let observation = Observation::MemberObserved {
+                name: binding.name.clone(),
+                kubernetes_version: d.kubernetes_version.clone(),
+                node_pools: d.node_pools.clone(),
+            };
+            Change::Versions(observation, meta)
+        })
+    }
+
+    /// The member changed.
+    fn member(&self) -> &str {
+        match self {
+            Change::Scheduling(_, m) | Change::Status(m) | Change::Versions(_, m) => &m.name,
         }
-        if versions(&before) == versions(&after) {
-            return self.engine().record(extras).map_err(|e| e.to_string());
-        }
-        let observation = Observation::MemberObserved {
-            name: binding.name.clone(),
-            kubernetes_version: d.kubernetes_version.clone(),
-            node_pools: d.node_pools.clone(),
-        };
-        let applied = self
-            .engine()
-            .deliver_step(&observation, extras)
-            .map_err(|e| e.to_string())?;
-        self.dispatched(&applied);
-        Ok(())
     }
 }
 
@@ -353,13 +467,7 @@ pub fn observe_members(daemon: &Daemon, providers: &BTreeMap<String, Arc<dyn Pro
             }
         }
         n += described.len();
-        let recorded = daemon.call(move |w| {
-            for (binding, d) in &described {
-                if let Err(e) = w.observed(binding, d) {
-                    tracing::warn!(member = %binding.name, error = %e, "recording what a member runs failed")
-                }
-            }
-        });
+        let recorded = daemon.call(move |w| w.observed_many(&described));
         if recorded.is_err() {
             return n;
         }
@@ -507,5 +615,63 @@ pub fn observe_releases(
                 Err(_) => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn described(labels: &[(&str, &str)]) -> Described {
+        Described {
+            kubernetes_version: "1.33.2".into(),
+            node_pools: Vec::new(),
+            region: "eastus".into(),
+            busy: false,
+            power_state: None,
+            maintenance: None,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn binding(labels: &[(&str, &str)], provider: &str) -> MemberBinding {
+        MemberBinding {
+            name: "m1".into(),
+            provider: provider.into(),
+            cluster_ref: None,
+            cluster_resource_id: None,
+            group: None,
+            labels: labels.iter().copied().collect(),
+            long_term_support: false,
+        }
+    }
+
+    #[test]
+    fn an_observation_keeps_what_was_written_to_the_member_since_it_was_asked_for() {
+        let asked = binding(&[("env", "prod")], "simulated");
+        let d = described(&[]);
+        let stored = member_resource(&asked, &d, "fleet-file", None);
+        // Relabelled while the pass was describing it; the provider now says it is busy.
+        let relabelled = binding(&[("env", "prod"), ("ring", "7")], "simulated");
+        let written = member_resource(&relabelled, &d, "ops", Some(&stored));
+        let busy = Described {
+            busy: true,
+            ..described(&[])
+        };
+        let Some(Change::Status(meta)) = Change::of(&asked, &busy, &written) else {
+            panic!("a change of busy alone");
+        };
+        let status = stored_status(&meta);
+        assert_eq!(status["busy"], true);
+        assert_eq!(
+            status["labels"]["ring"], "7",
+            "the new label is kept: {status}"
+        );
+        // Bound to another provider meanwhile: this description is not its cluster's.
+        let moved = member_resource(&binding(&[], "aks"), &d, "ops", Some(&stored));
+        assert!(Change::of(&asked, &busy, &moved).is_none());
     }
 }

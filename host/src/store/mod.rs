@@ -420,6 +420,11 @@ pub trait StoreRead {
     fn resource(&self, kind: &str, name: &str) -> Result<Option<ResourceMeta>, StoreError>;
     /// Every resource of a kind, by name.
     fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError>;
+    /// The resources of a kind whose stored body contains `text`, by name: the few that can
+    /// have a field, found without reading every body out (a member's `clusterResourceId`
+    /// among 100,000).
+    fn resources_containing(&self, kind: &str, text: &str)
+        -> Result<Vec<ResourceMeta>, StoreError>;
     /// Up to `limit` audit entries with `seq > after`, in order.
     fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
     /// Whether the request whose key is `key` ([`NewAudit::key`]) has an audit entry.
@@ -512,6 +517,13 @@ macro_rules! delegate_store_reads {
                 kind: &str,
             ) -> Result<Vec<$crate::store::ResourceMeta>, $crate::store::StoreError> {
                 self.$field.resources(kind)
+            }
+            fn resources_containing(
+                &self,
+                kind: &str,
+                text: &str,
+            ) -> Result<Vec<$crate::store::ResourceMeta>, $crate::store::StoreError> {
+                self.$field.resources_containing(kind, text)
             }
             fn audit_after(
                 &self,

@@ -1182,6 +1182,13 @@ macro_rules! reads_on_pg {
             fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError> {
                 reads::resources(&mut *self.conn.get()?, kind)
             }
+            fn resources_containing(
+                &self,
+                kind: &str,
+                text: &str,
+            ) -> Result<Vec<ResourceMeta>, StoreError> {
+                reads::resources_containing(&mut *self.conn.get()?, kind, text)
+            }
             fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
                 reads::audit_after(&mut *self.conn.get()?, after, limit)
             }
@@ -1383,6 +1390,22 @@ mod reads {
     pub(super) fn resources(c: &mut Client, kind: &str) -> Result<Vec<ResourceMeta>, StoreError> {
         let sql = format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = $1 ORDER BY name");
         Ok(c.query(&sql, &[&kind])
+            .map_err(db)?
+            .iter()
+            .map(resource_row)
+            .collect())
+    }
+
+    pub(super) fn resources_containing(
+        c: &mut Client,
+        kind: &str,
+        text: &str,
+    ) -> Result<Vec<ResourceMeta>, StoreError> {
+        let sql = format!(
+            "SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = $1 AND strpos(body, $2) > 0
+             ORDER BY name"
+        );
+        Ok(c.query(&sql, &[&kind, &text])
             .map_err(db)?
             .iter()
             .map(resource_row)

@@ -594,6 +594,13 @@ macro_rules! reads_on_conn {
             fn resources(&self, kind: &str) -> Result<Vec<ResourceMeta>, StoreError> {
                 reads::resources(&self.conn, kind)
             }
+            fn resources_containing(
+                &self,
+                kind: &str,
+                text: &str,
+            ) -> Result<Vec<ResourceMeta>, StoreError> {
+                reads::resources_containing(&self.conn, kind, text)
+            }
             fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
                 reads::audit_after(&self.conn, after, limit)
             }
@@ -908,6 +915,20 @@ mod reads {
         let sql = format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = ?1 ORDER BY name");
         let mut st = conn.prepare_cached(&sql).map_err(db)?;
         let rows = st.query_map([kind], resource_row).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
+    pub(super) fn resources_containing(
+        conn: &Connection,
+        kind: &str,
+        text: &str,
+    ) -> Result<Vec<ResourceMeta>, StoreError> {
+        let sql = format!(
+            "SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = ?1 AND instr(body, ?2) > 0
+             ORDER BY name"
+        );
+        let mut st = conn.prepare_cached(&sql).map_err(db)?;
+        let rows = st.query_map([kind, text], resource_row).map_err(db)?;
         rows.collect::<Result<_, _>>().map_err(db)
     }
 
