@@ -336,6 +336,9 @@ fn checked(
     entry: NewAudit,
 ) -> Result<(ResourceMeta, NewAudit), Problem> {
     let meta = find(w, name)?;
+    if pre.is_empty() {
+        return Ok((meta, entry));
+    }
     let current = run_resource(w, fleet, &meta)?.etag;
     match pre.check(Some(&current)) {
         Ok(()) => Ok((meta, entry)),
@@ -432,7 +435,9 @@ pub(super) async fn put(
                 .resource(KIND, &name)
                 .map_err(store_problem)?;
             let current = match &existing {
-                Some(m) => Some(run_resource(w, &f, m)?.etag),
+                Some(m) if !pre.is_empty() => Some(run_resource(w, &f, m)?.etag),
+                // Without a precondition only whether it exists matters.
+                Some(_) => Some(String::new()),
                 None => None,
             };
             // The referenced strategy is snapshotted into the run (as Azure does).
