@@ -254,6 +254,9 @@ struct Active {
     journal_bytes: u64,
     /// Size of the last snapshot written (0 before the first).
     snapshot_bytes: u64,
+    /// Length of the last engine state written or read: the capacity a buffer for the next
+    /// one starts with, so that it is written once without growing (see `state_buffer`).
+    state_bytes: usize,
     /// Payloads of the operations in flight, by id.
     operations: BTreeMap<String, UpgradeOperation>,
     /// Requests of the measurements in flight, by measurement id.
@@ -397,8 +400,22 @@ pub struct Guest<H: HostImports> {
 
 type Envelope = Result<String, AbiError>;
 
-fn ok(result: impl Into<String>) -> String {
-    format!("{{\"v\":1,\"ok\":true,\"result\":{}}}", result.into())
+/// A buffer for an answer holding the engine state, whose last one was `last` bytes long: that
+/// much and an eighth more, so that the state is written once without the buffer doubling
+/// (64 MB and 128 MB held at once for a 77 MB state), plus room for the envelope around it.
+fn state_buffer(last: usize) -> String {
+    String::with_capacity(last + last / 8 + 4096)
+}
+
+/// The success envelope around `result`, written in `result`'s own buffer: an answer of tens of
+/// megabytes (an engine state, a report) is not copied into a second one.
+fn ok(result: String) -> String {
+    const HEAD: &str = "{\"v\":1,\"ok\":true,\"result\":";
+    let mut out = result;
+    out.reserve_exact(HEAD.len() + 1);
+    out.insert_str(0, HEAD);
+    out.push('}');
+    out
 }
 
 fn envelope(r: Envelope) -> String {
@@ -838,6 +855,7 @@ impl<H: HostImports> Guest<H> {
             .storage_read(StorageKind::Journal)
             .map_err(|c| invalid_snapshot(format!("storage_read(journal) returned {c}")))?;
 
+        let state_bytes = snapshot.as_ref().map_or(0, Vec::len);
         let (engine, snap_seq, operations, measurements) = match snapshot {
             Some(bytes) => {
                 let doc: SnapshotDoc = serde_json::from_slice(&bytes)
@@ -899,6 +917,7 @@ impl<H: HostImports> Guest<H> {
             snapshot_seq: snap_seq,
             journal_bytes: 0,
             snapshot_bytes: 0,
+            state_bytes,
             operations,
             measurements,
         });
@@ -1137,12 +1156,17 @@ impl<H: HostImports> Guest<H> {
                     )
                     .into());
                 }
-                Ok(format!(
-                    r#"{{"run":{},"at":"{}","snapshot":{}}}"#,
+                let a = self.active.as_mut().expect("initialised");
+                let mut out = state_buffer(a.state_bytes);
+                out.push_str(&format!(
+                    r#"{{"run":{},"at":"{}","snapshot":"#,
                     serde_json::to_string(&run).expect("a name serialises"),
                     waverun_core::time::fmt_time(now),
-                    engine.snapshot()
-                ))
+                ));
+                a.engine.snapshot_into(&mut out);
+                out.push('}');
+                a.state_bytes = out.len();
+                Ok(out)
             }
             "snapshot" => {
                 let (doc, rc) = self.write_snapshot();
@@ -1288,13 +1312,15 @@ impl<H: HostImports> Guest<H> {
         let a = self.active.as_mut().expect("initialised");
         let ops: Vec<&UpgradeOperation> = a.operations.values().collect();
         let checks: Vec<&CheckRequest> = a.measurements.values().collect();
-        let doc = format!(
-            "{{\"v\":1,\"journalSeq\":{},\"engine\":{},\"operations\":{},\"measurements\":{}}}",
-            a.seq,
-            a.engine.snapshot(),
+        let mut doc = state_buffer(a.state_bytes);
+        doc.push_str(&format!("{{\"v\":1,\"journalSeq\":{},\"engine\":", a.seq));
+        a.engine.snapshot_into(&mut doc);
+        doc.push_str(&format!(
+            ",\"operations\":{},\"measurements\":{}}}",
             serde_json::to_string(&ops).expect("operations serialise"),
             serde_json::to_string(&checks).expect("measurements serialise")
-        );
+        ));
+        a.state_bytes = doc.len();
         a.snapshot_seq = a.seq;
         a.journal_bytes = 0;
         a.snapshot_bytes = doc.len() as u64;

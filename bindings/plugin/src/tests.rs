@@ -513,6 +513,30 @@ fn a_forecast_from_the_engine_state_in_another_guest_is_the_live_forecast_at_tha
 }
 
 #[test]
+fn an_engine_state_is_written_once_into_a_buffer_sized_from_the_last_one() {
+    // At 100,000 members the state is about 77 MB: a buffer doubling up to it held 64 MB and
+    // 128 MB at once, and the guest hit its memory limit on the second forecastState.
+    let mut p = started_plugin();
+    const HEAD: usize = r#"{"v":1,"ok":true,"result":"#.len();
+    for kind in ["forecastState", "snapshot"] {
+        let ask = |p: &mut Guest<MemHost>| p.request(&request(json!({"type": kind, "run": "r1"})));
+        let first = ask(&mut p);
+        let second = ask(&mut p);
+        // The answer's text is the envelope around the engine's own snapshot, unchanged.
+        assert!(
+            second.starts_with(r#"{"v":1,"ok":true,"result":{"#),
+            "{kind}"
+        );
+        assert!(second.contains(&snapshot_of(&p)), "{kind}");
+        assert_eq!(first, second, "{kind}");
+        // Written into the buffer the first answer's length asked for, the envelope in it too:
+        // never grown, never copied into another.
+        let last = first.len() - HEAD - 1;
+        assert_eq!(second.capacity(), last + last / 8 + 4096, "{kind}");
+    }
+}
+
+#[test]
 fn profile_requests_show_status_generation_and_plan_and_a_release_generates_a_run_across_a_crash() {
     let mut p = Guest::new(MemHost::at(START));
     ok_result(&p.init());

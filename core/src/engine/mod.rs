@@ -311,6 +311,12 @@ impl Engine {
         crate::snapshot::write(self)
     }
 
+    /// [`Engine::snapshot`] appended to `out` (the same text): give `out` the capacity the
+    /// state needs and it is written without growing its buffer.
+    pub fn snapshot_into(&self, out: &mut String) {
+        crate::snapshot::write_into(self, out)
+    }
+
     /// Restores a [`Engine::snapshot`]. A snapshot without a `formatVersion`, or of a version
     /// other than [`crate::snapshot::FORMAT_VERSION`], is refused with `InvalidSnapshot`.
     pub fn restore(snapshot: &str) -> Result<Engine, Error> {
