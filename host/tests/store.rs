@@ -30,6 +30,11 @@ fn a_committed_step_reads_back_whole_after_a_reopen() {
 }
 
 #[test]
+fn a_page_of_resources_is_those_after_its_token_in_byte_order() {
+    store_support::a_page_of_resources_is_those_after_its_token_in_byte_order(&mut sqlite());
+}
+
+#[test]
 fn a_step_that_breaks_a_rule_writes_nothing_of_itself() {
     store_support::a_step_that_breaks_a_rule_writes_nothing_of_itself(&mut sqlite());
 }

@@ -116,6 +116,17 @@ fn a_status_view_writes_what_the_tree_serializes_to_at_every_step() {
                     engine.now()
                 );
                 assert_eq!(view.head().status, tree.status, "{}", path.display());
+                let mut outline = tree.clone();
+                for g in outline.stages.iter_mut().flat_map(|s| s.groups.iter_mut()) {
+                    g.members.clear();
+                }
+                assert_eq!(
+                    view.outline(),
+                    outline,
+                    "{}: run {run} at {}",
+                    path.display(),
+                    engine.now()
+                );
                 assert_eq!(
                     view.node_tally(),
                     tree.node_tally(),

@@ -1058,7 +1058,16 @@ impl<H: HostImports> Guest<H> {
             }
             "status" => {
                 let run = string_field(req.run, "run")?;
-                self.status_json(&run)
+                match req.members.map(RawValue::get) {
+                    None | Some("true") => self.status_json(&run),
+                    // The outline: no member's node built (a list of gates, a run's state).
+                    Some("false") => {
+                        self.require_init()?;
+                        let outline = self.engine_ref().run_status_view(&run)?.outline();
+                        Ok(serde_json::to_string(&outline).expect("status serialises"))
+                    }
+                    Some(_) => Err(bad("\"members\" must be true or false")),
+                }
             }
             "plan" => {
                 let run = string_field(req.run, "run")?;
@@ -1106,7 +1115,26 @@ impl<H: HostImports> Guest<H> {
             }
             "leases" => {
                 let leases = self.engine_ref().leases();
-                Ok(serde_json::json!({ "leases": leases }).to_string())
+                // With `members`: only theirs (a page of a 100,000-member list asks for its own).
+                let only: Option<Vec<String>> = match req.members.filter(|v| v.get() != "null") {
+                    Some(v) => Some(
+                        serde_json::from_str(v.get())
+                            .map_err(|_| bad("\"members\" must be an array of member names"))?,
+                    ),
+                    None => None,
+                };
+                let answer = match only {
+                    None => serde_json::json!({ "leases": leases }),
+                    Some(names) => {
+                        let some: BTreeMap<&str, &String> = names
+                            .iter()
+                            .filter_map(|n| leases.get_key_value(n.as_str()))
+                            .map(|(k, v)| (k.as_str(), v))
+                            .collect();
+                        serde_json::json!({ "leases": some })
+                    }
+                };
+                Ok(answer.to_string())
             }
             "profiles" => {
                 let engine = self.engine_ref();

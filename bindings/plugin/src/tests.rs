@@ -359,6 +359,23 @@ fn requests() {
         status["stages"][0]["groups"][0]["members"][0]["status"]["state"],
         "Running"
     );
+    // The outline: the same tree, its groups' members left out (nothing built for them).
+    let outline = ok_result(&p.request(&request(
+        json!({"type": "status", "run": "r1", "members": false}),
+    )));
+    let mut expected = status.clone();
+    for stage in expected["stages"].as_array_mut().unwrap() {
+        for group in stage["groups"].as_array_mut().unwrap() {
+            group["members"] = json!([]);
+        }
+    }
+    assert_eq!(outline, expected);
+    assert_eq!(
+        err_code(&p.request(&request(
+            json!({"type": "status", "run": "r1", "members": "no"})
+        ))),
+        "BadEnvelope"
+    );
     let tallies = ok_result(&p.request(&request(json!({"type": "tallies"}))));
     let tally = &tallies["runs"][0]["tally"];
     assert_eq!(tallies["runs"][0]["name"], "r1");
@@ -402,6 +419,14 @@ fn catalog_freezes_and_forecast_requests_read_without_journaling() {
         leases["leases"]["dev-1"], "r1",
         "the upgrading member is held by its run"
     );
+    // A list's page asks for its own members' leases only; a name with no lease is left out.
+    let some = |p: &mut Guest<MemHost>, members: Value| {
+        p.request(&request(json!({"type": "leases", "members": members})))
+    };
+    let page = ok_result(&some(&mut p, json!(["dev-1", "nope"])));
+    assert_eq!(page, json!({"leases": {"dev-1": "r1"}}));
+    assert_eq!(ok_result(&some(&mut p, json!([]))), json!({"leases": {}}));
+    assert_eq!(err_code(&some(&mut p, json!("dev-1"))), "BadEnvelope");
     let f = ok_result(&p.request(&request(
         json!({"type": "forecast", "run": "r1", "upgradeMinutes": 10}),
     )));

@@ -56,6 +56,16 @@ impl<'e> Render<'e> {
         self.run_node(current.as_ref())
     }
 
+    /// The run with its stages and groups, without the members' nodes.
+    pub(super) fn outline(&self) -> RunStatus {
+        let stages: Vec<StageStatus> = (0..self.run.stages.len())
+            .map(|si| self.stage(si))
+            .collect();
+        let mut run = self.run_node(stages.get(self.run.current));
+        run.stages = stages;
+        run
+    }
+
     /// What member `mi` of group `g` waits on; without `detail`, the reason and time without the
     /// message, where the message would be written out for this member alone (a tally needs no
     /// message, and at 100,000 members waiting on their slots, writing them is its cost).
@@ -142,8 +152,9 @@ impl<'e> Render<'e> {
             gate_wait
         } else if status.state == State::Running && all_pending {
             status.state = State::Pending;
+            // Only their reasons and times count (`all_waiting`): no member's message written.
             let waits: Vec<WaitingOn> = (0..g.members.len())
-                .filter_map(|mi| self.member_wait(s, g, mi, true))
+                .filter_map(|mi| self.member_wait(s, g, mi, false))
                 .collect();
             let message = "every remaining member is Pending".to_string();
             Some(all_waiting(waits.iter(), Some(message)))
@@ -311,6 +322,22 @@ impl RunStatusView<'_> {
                 stages: Vec::new(),
                 ..(**status).clone()
             },
+        }
+    }
+
+    /// The tree without the members' nodes: the run, its stages and groups with their states,
+    /// gates and waits, each group's `members` empty — what a list of gates or a run's state
+    /// needs, without building (and writing) 100,000 members.
+    pub fn outline(&self) -> RunStatus {
+        match &self.0 {
+            View::Live(r) => r.outline(),
+            View::Rendered(status) => {
+                let mut run = (**status).clone();
+                for group in run.stages.iter_mut().flat_map(|s| s.groups.iter_mut()) {
+                    group.members.clear();
+                }
+                run
+            }
         }
     }
 

@@ -316,10 +316,9 @@ pub(super) async fn list_stored(
     let window = paging.window();
     let items = st
         .engine(move |w| {
-            let mut metas = w.engine().stored().resources(kind).map_err(store_problem)?;
-            // Only the page gets its body parsed and its live status built: a 10,000-member
-            // fleet is read 1,000 at a time, not 10,000 times over.
-            window.keep(&mut metas);
+            // Only the page is read, parsed and given its live status: a 100,000-member fleet
+            // is read 1,000 at a time, not 100,000 times over.
+            let metas = window.read(w.engine().stored(), kind)?;
             let mut props: Vec<(String, Value)> = metas
                 .iter()
                 .map(|m| (m.name.clone(), stored_body(m)))
@@ -453,11 +452,17 @@ pub(super) struct PageWindow {
 }
 
 impl PageWindow {
-    /// Keeps, of `metas`, those of the page, sorted by name.
-    pub(super) fn keep(&self, metas: &mut Vec<ResourceMeta>) {
-        metas.sort_by(|a, b| a.name.cmp(&b.name));
-        metas.retain(|m| self.after.as_ref().is_none_or(|t| &m.name > t));
-        metas.truncate(self.top + 1);
+    /// The stored resources of `kind` in the page, by name: read from the store alone (a
+    /// page of 100,000 members reads 1,001 of them, not all).
+    pub(super) fn read(
+        &self,
+        store: &dyn crate::store::Store,
+        kind: &str,
+    ) -> Result<Vec<ResourceMeta>, Problem> {
+        let limit = u32::try_from(self.top + 1).unwrap_or(u32::MAX);
+        store
+            .resources_after(kind, self.after.as_deref(), limit)
+            .map_err(store_problem)
     }
 }
 

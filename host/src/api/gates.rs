@@ -69,9 +69,10 @@ fn all_gates(w: &mut Worker) -> Result<Vec<Found>, Problem> {
     let mut out = Vec::new();
     for run in runs {
         let strategy = super::envelope::stored_body(&run)["strategy"].clone();
+        // The outline: gates are on stages and groups, never on members.
         let status = w
             .engine()
-            .status(&run.name)
+            .status_outline(&run.name)
             .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
         for s in &status.stages {
             let stage = named(&strategy["stages"], &s.name);

@@ -86,9 +86,12 @@ pub(super) async fn show(
 /// `properties.status.leaseHolder`: the run that holds each member (one upgrade authority), as
 /// the engine knows it now.
 fn leases(w: &mut Worker, members: &mut [(String, Value)]) -> Result<(), Problem> {
+    // The page's members only: the whole fleet's leases (100,000 of them during a fleet-wide
+    // run) are not written and parsed for each page.
+    let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
     let leases = w
         .engine()
-        .query(&serde_json::json!({ "type": "leases" }))
+        .query(&serde_json::json!({ "type": "leases", "members": names }))
         .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?;
     for (name, p) in members.iter_mut() {
         if let Some(run) = leases["leases"].get(name.as_str()) {

@@ -366,9 +366,8 @@ pub(super) async fn list(
     let window = paging.window();
     let items = st
         .engine(move |w| {
-            let mut metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
             // The page only: each run's status is read from the engine.
-            window.keep(&mut metas);
+            let metas = window.read(w.engine().stored(), KIND)?;
             metas
                 .iter()
                 .map(|m| {
@@ -777,7 +776,7 @@ pub(super) async fn delete(
             let (meta, entry) = checked(w, &f, &name, &pre, entry)?;
             let state = w
                 .engine()
-                .status(&name)
+                .status_outline(&name)
                 .map_err(|e| Problem::daemon(&e, &|p: &str| p.to_string()))?
                 .status
                 .state;

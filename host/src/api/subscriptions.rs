@@ -150,8 +150,7 @@ pub(super) async fn list(
     let window = paging.window();
     let items = st
         .engine(move |w| {
-            let mut metas = w.engine().stored().resources(KIND).map_err(store_problem)?;
-            window.keep(&mut metas);
+            let metas = window.read(w.engine().stored(), KIND)?;
             metas
                 .iter()
                 .map(|m| Ok((m.name.clone(), render(w, &hooks, &f, m)?.0)))

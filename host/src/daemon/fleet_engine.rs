@@ -412,6 +412,14 @@ impl FleetEngine {
         status.ok_or(DaemonError::plugin(PluginError::Poisoned))
     }
 
+    /// A run's status without the members' nodes ([`PluginInstance::status_outline`]): its
+    /// state, stages, groups and gates.
+    pub fn status_outline(&mut self, run: &str) -> Result<RunStatus, DaemonError> {
+        let status = self.call("status", |i| i.status_outline(run).map(Some))?;
+        // Not an input: a trap is retried, never answered by a replay.
+        status.ok_or(DaemonError::plugin(PluginError::Poisoned))
+    }
+
     /// Each run's nodes counted by state and wait reason (`tallies`), in the runs' order.
     pub fn tallies(&mut self) -> Result<Vec<(String, NodeTally)>, DaemonError> {
         let tallies = self.call("tallies", |i| i.tallies().map(Some))?;

@@ -486,7 +486,7 @@ impl Worker {
             if !asked.is_object() {
                 continue;
             }
-            let ended = match self.engine.status(&name) {
+            let ended = match self.engine.status_outline(&name) {
                 Ok(s) => matches!(
                     s.status.state,
                     waverun_core::State::Stopped

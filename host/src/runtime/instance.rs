@@ -887,6 +887,13 @@ impl PluginInstance {
         Ok(r.runs)
     }
 
+    /// The `status` request with `"members": false`: the run's tree without the members'
+    /// nodes (stages, groups, gates, waits), which the guest builds without them.
+    pub fn status_outline(&mut self, run: &str) -> Result<RunStatus, PluginError> {
+        let request = serde_json::json!({"type": "status", "run": run, "members": false});
+        self.request_as(&request, "status")
+    }
+
     /// The `tallies` request: each run's nodes counted by state and wait reason.
     pub fn tallies(&mut self) -> Result<Vec<(String, NodeTally)>, PluginError> {
         #[derive(Deserialize)]

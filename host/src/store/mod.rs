@@ -425,6 +425,15 @@ pub trait StoreRead {
     /// among 100,000).
     fn resources_containing(&self, kind: &str, text: &str)
         -> Result<Vec<ResourceMeta>, StoreError>;
+    /// Up to `limit` resources of a kind whose names sort after `after` (byte order; all of
+    /// them without it), by name: one page of a list, read without the others (a page of
+    /// 100,000 members).
+    fn resources_after(
+        &self,
+        kind: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ResourceMeta>, StoreError>;
     /// Up to `limit` audit entries with `seq > after`, in order.
     fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
     /// Whether the request whose key is `key` ([`NewAudit::key`]) has an audit entry.
@@ -524,6 +533,14 @@ macro_rules! delegate_store_reads {
                 text: &str,
             ) -> Result<Vec<$crate::store::ResourceMeta>, $crate::store::StoreError> {
                 self.$field.resources_containing(kind, text)
+            }
+            fn resources_after(
+                &self,
+                kind: &str,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::ResourceMeta>, $crate::store::StoreError> {
+                self.$field.resources_after(kind, after, limit)
             }
             fn audit_after(
                 &self,

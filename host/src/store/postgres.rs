@@ -1189,6 +1189,14 @@ macro_rules! reads_on_pg {
             ) -> Result<Vec<ResourceMeta>, StoreError> {
                 reads::resources_containing(&mut *self.conn.get()?, kind, text)
             }
+            fn resources_after(
+                &self,
+                kind: &str,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<ResourceMeta>, StoreError> {
+                reads::resources_after(&mut *self.conn.get()?, kind, after, limit)
+            }
             fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
                 reads::audit_after(&mut *self.conn.get()?, after, limit)
             }
@@ -1406,6 +1414,26 @@ mod reads {
              ORDER BY name"
         );
         Ok(c.query(&sql, &[&kind, &text])
+            .map_err(db)?
+            .iter()
+            .map(resource_row)
+            .collect())
+    }
+
+    pub(super) fn resources_after(
+        c: &mut Client,
+        kind: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ResourceMeta>, StoreError> {
+        // Byte order (`COLLATE "C"`), whatever the database's locale: the order of the names
+        // the page token compares with, and SQLite's.
+        let sql = format!(
+            "SELECT {RESOURCE_COLUMNS} FROM resources
+             WHERE kind = $1 AND ($2::TEXT IS NULL OR name COLLATE \"C\" > $2)
+             ORDER BY name COLLATE \"C\" LIMIT $3"
+        );
+        Ok(c.query(&sql, &[&kind, &after, &i64::from(limit)])
             .map_err(db)?
             .iter()
             .map(resource_row)

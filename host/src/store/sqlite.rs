@@ -601,6 +601,14 @@ macro_rules! reads_on_conn {
             ) -> Result<Vec<ResourceMeta>, StoreError> {
                 reads::resources_containing(&self.conn, kind, text)
             }
+            fn resources_after(
+                &self,
+                kind: &str,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<ResourceMeta>, StoreError> {
+                reads::resources_after(&self.conn, kind, after, limit)
+            }
             fn audit_after(&self, after: u64, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
                 reads::audit_after(&self.conn, after, limit)
             }
@@ -929,6 +937,24 @@ mod reads {
         );
         let mut st = conn.prepare_cached(&sql).map_err(db)?;
         let rows = st.query_map([kind, text], resource_row).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
+    pub(super) fn resources_after(
+        conn: &Connection,
+        kind: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ResourceMeta>, StoreError> {
+        // SQLite compares TEXT bytewise (BINARY): the primary key's order, read from the index.
+        let sql = format!(
+            "SELECT {RESOURCE_COLUMNS} FROM resources
+             WHERE kind = ?1 AND (?2 IS NULL OR name > ?2) ORDER BY name LIMIT ?3"
+        );
+        let mut st = conn.prepare_cached(&sql).map_err(db)?;
+        let rows = st
+            .query_map(rusqlite::params![kind, after, limit], resource_row)
+            .map_err(db)?;
         rows.collect::<Result<_, _>>().map_err(db)
     }
 

@@ -155,6 +155,48 @@ pub fn a_committed_step_reads_back_whole_after_a_reopen(b: &mut dyn Backend) {
     assert_eq!(contents(store.reader().unwrap().as_ref()), before);
 }
 
+/// A page of a kind's resources is read alone: those after its token, in byte order (not the
+/// database's locale, which would sort `m-2` and `M3` elsewhere), at most `limit`.
+pub fn a_page_of_resources_is_those_after_its_token_in_byte_order(b: &mut dyn Backend) {
+    let mut store = b.open();
+    let mut resources: Vec<ResourceMeta> = ["m_0", "m1", "m-2", "M3", "m.9", "n"]
+        .iter()
+        .map(|n| resource(n, "\"e\""))
+        .collect();
+    let mut other = resource("m0", "\"e\"");
+    other.kind = "members".to_string();
+    resources.push(other);
+    store
+        .commit(&Step {
+            resources,
+            ..Step::default()
+        })
+        .unwrap();
+    let page = |after: Option<&str>, limit: u32| -> Vec<String> {
+        let rows = store.resources_after("updateRuns", after, limit).unwrap();
+        rows.into_iter().map(|r| r.name).collect()
+    };
+    assert_eq!(page(None, 100), ["M3", "m-2", "m.9", "m1", "m_0", "n"]);
+    assert_eq!(page(None, 2), ["M3", "m-2"]);
+    assert_eq!(page(Some("m-2"), 2), ["m.9", "m1"]);
+    assert_eq!(page(Some("m1"), 100), ["m_0", "n"]);
+    assert_eq!(page(Some("n"), 100), Vec::<String>::new());
+    assert_eq!(page(Some("m10"), 1), ["m_0"], "a token that names nothing");
+    let all: Vec<String> = store
+        .resources("updateRuns")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(
+        page(None, 100),
+        sorted,
+        "the order a page token compares in"
+    );
+}
+
 /// A step that breaks a rule of the store writes nothing of itself.
 pub fn a_step_that_breaks_a_rule_writes_nothing_of_itself(b: &mut dyn Backend) {
     let mut store = b.open();
