@@ -266,6 +266,35 @@ fn a_key_given_twice_is_an_error_in_yaml_and_json() {
     let labels = scenario_with_member("labels: {env: a, env: b}\n");
     let e = Scenario::from_text(&labels, Format::Yaml).unwrap_err();
     assert!(e.to_string().contains("given twice"), "{e}");
+    // In JSON: in a map of the model, in an object of more than 16 keys, and in a value that
+    // is read only to be ignored (an Azure envelope field) — never "last one wins".
+    let one = Scenario::from_text(&scenario_with_member("labels: {env: a}\n"), Format::Yaml)
+        .expect("a valid scenario");
+    let json = serde_json::to_string(&one).expect("serialises");
+    assert!(json.contains(r#""labels":{"env":"a"}"#), "{json}");
+    assert_eq!(
+        Scenario::from_text(&json, Format::Json).expect("reads"),
+        one
+    );
+    let labels = json.replace(
+        r#""labels":{"env":"a"}"#,
+        r#""labels":{"env":"a","env":"b"}"#,
+    );
+    let e = Scenario::from_text(&labels, Format::Json).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("\"env\" is given twice in one object (line 1, column"),
+        "{e}"
+    );
+    let many: Vec<String> = (0..20).map(|i| format!(r#""k{i}": {i}"#)).collect();
+    let twice = format!(
+        r#"{{"systemData": {{{}, "k3": 0}}, "properties": {{"strategy": {{"stages": []}}}}}}"#,
+        many.join(", ")
+    );
+    let e = document(&twice, Format::Json).unwrap_err();
+    assert!(e.to_string().contains("\"k3\" is given twice"), "{e}");
+    let once = twice.replace(r#", "k3": 0}"#, "}");
+    assert!(document(&once, Format::Json).is_ok());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! report (timeline and final status tree), plus a test that every file here is covered.
 
 use helpers::*;
-use waverun_core::sim::{simulate, Simulation};
+use waverun_core::sim::{simulate, Scenario, Simulation};
 use waverun_core::{EventKind, NodeImageSelectionType, Reason, State};
 
 /// Every scenario file this test file covers. A new file in `tests/scenarios/` must be added
@@ -90,6 +90,22 @@ fn every_scenario_path() -> Vec<std::path::PathBuf> {
     paths.sort();
     assert!(paths.len() >= 20, "only {} scenario files", paths.len());
     paths
+}
+
+/// JSON is read straight from its text into the model, and through a tree only when that
+/// refuses it (the tree's error names the path): over every scenario file here, written as
+/// JSON, both readings make the same scenario.
+#[test]
+fn json_read_straight_into_the_model_is_what_the_tree_reads() {
+    use waverun_core::document::{from_json_str, from_json_str_through_tree};
+    for path in every_scenario_path() {
+        let scenario = waverun_host::load_scenario(&path).expect("a valid scenario");
+        let json = serde_json::to_string(&scenario).expect("serialises");
+        let straight: Scenario = from_json_str(&json).expect("reads straight");
+        let tree: Scenario = from_json_str_through_tree(&json).expect("reads through the tree");
+        assert_eq!(straight, tree, "{}", path.display());
+        assert_eq!(straight, scenario, "{}", path.display());
+    }
 }
 
 /// `Engine::run_status_view` writes a run's status tree member by member, with the tree's
