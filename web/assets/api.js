@@ -122,11 +122,13 @@ export class Api {
   }
 
   /**
-   * Every item of a list, following `nextLink` pages.
+   * Every item of a list, following `nextLink` pages; `onPage` (if given) sees the items read
+   * so far after each page, for a view that shows the first ones while the rest come.
    * @param {string} path
+   * @param {(sofar: any[]) => void} [onPage]
    * @returns {Promise<any[]>}
    */
-  async list(path) {
+  async list(path, onPage) {
     /** @type {any[]} */
     const items = [];
     // The largest page the API gives (1,000): a 10,000-member fleet in 10 requests, not 100.
@@ -134,8 +136,9 @@ export class Api {
     let url = this.url(paged);
     for (let page = 0; page < 1000 && url; page++) {
       const { body } = await Api.call("GET", url);
-      items.push(...(body.value ?? []));
+      for (const item of body.value ?? []) items.push(item);
       const next = body.nextLink ? new URL(body.nextLink, location.href) : null;
+      if (next && onPage) onPage(items);
       url = next ? next.pathname + next.search : "";
     }
     return items;

@@ -133,17 +133,26 @@ export function drawGantt(root, chart, label) {
     svg.style.position = "absolute";
     svg.style.top = `${firstRow * ROW}px`;
     svg.style.left = "0";
+    // Windows first, under the rows: consecutive rows with the same windows (one list, shared)
+    // get one band per opening, not one per row (a month of daily windows over 50 rows would
+    // be 1,500 shapes drawn at every scroll step).
+    for (let i = firstRow; i < lastRow;) {
+      const shades = chart.rows[i].shades;
+      let j = i + 1;
+      while (j < lastRow && chart.rows[j].shades === shades) j++;
+      for (const sh of shades) {
+        if (!Number.isFinite(sh.start) || !Number.isFinite(sh.end)) continue;
+        const a = Math.max(x(sh.start), LABEL), b = Math.min(x(sh.end), width);
+        if (b > a) svg.appendChild(s("rect", { x: a, y: (i - firstRow) * ROW + 1, width: b - a, height: (j - i) * ROW - 2, class: "shade" }));
+      }
+      i = j;
+    }
     for (let i = firstRow; i < lastRow; i++) {
       const row = chart.rows[i];
       const y = (i - firstRow) * ROW;
       if (row.kind === "section") {
         svg.appendChild(s("text", { x: 4, y: y + 15, class: "section" }, row.label));
         continue;
-      }
-      for (const sh of row.shades) {
-        if (!Number.isFinite(sh.start) || !Number.isFinite(sh.end)) continue;
-        const a = Math.max(x(sh.start), LABEL), b = Math.min(x(sh.end), width);
-        if (b > a) svg.appendChild(s("rect", { x: a, y: y + 1, width: b - a, height: ROW - 2, class: "shade" }));
       }
       svg.appendChild(s("text", { x: 14, y: y + 15 }, row.label));
       for (const bar of row.bars) {

@@ -5,6 +5,7 @@
 import { describe } from "../app.js";
 import { h, notice, replace, shortTime } from "../dom.js";
 import { EngineError, select, windows } from "../engine.js";
+import { Paced } from "../pace.js";
 import { VirtualList } from "../virtual.js";
 
 /** @typedef {import("../app.js").Ctx} Ctx */
@@ -101,24 +102,35 @@ export async function render(ctx, root) {
     list.update();
   }
 
+  let loaded = false;
+  /** Reads the whole fleet; the first time, its first pages are shown as they come (the list
+   * of 100,000 members is 100 pages), unfiltered and said to be partial. */
   async function load() {
     try {
-      members = await ctx.api.list("/members");
+      members = await ctx.api.list("/members", (sofar) => {
+        if (loaded) return;
+        shown = sofar;
+        countLine.textContent = `${sofar.length} members read so far…`;
+        list.setCount(sofar.length);
+      });
     } catch (e) {
       replace(error, notice("error", describe(e)));
       return;
     }
+    loaded = true;
     await filter();
     void nextOpenings();
   }
   let t = 0;
   input.addEventListener("input", () => { clearTimeout(t); t = window.setTimeout(() => void filter(), 150); });
-  await load();
-  let reload = 0;
+  // The fleet is read again as its events come: every second at most, and never more often
+  // than five times as long as the last read took (100,000 members take seconds to read: the
+  // daemon is not kept reading the fleet for one tab).
+  const reload = new Paced(load, { wait: 1000, every: 1000, factor: 5 });
+  await reload.run();
   const off = ctx.onEvent((e) => {
     if (!e.kind.startsWith("Member") && !e.kind.startsWith("Run")) return;
-    // At most one reload a second, however fast events come.
-    if (!reload) reload = window.setTimeout(() => { reload = 0; void load(); }, 1000);
+    reload.soon();
   });
-  return () => { off(); clearTimeout(reload); };
+  return () => { off(); reload.stop(); };
 }

@@ -9,6 +9,7 @@ import { badge, h, notice, replace, shortTime, span } from "../dom.js";
 import { forecasts, windows } from "../engine.js";
 import { drawGantt, fromEvents } from "../gantt.js";
 import { approveGate, failGate } from "../gates.js";
+import { Paced } from "../pace.js";
 import { VirtualList } from "../virtual.js";
 
 /** @typedef {import("../app.js").Ctx} Ctx */
@@ -302,27 +303,17 @@ export async function render(ctx, root, params) {
   // The forecast is simulated again when the run changes (an upgrade ends, a gate is reached)
   // and every 20 s as time passes; each one reads the daemon's whole state (about 8 MB and 2 s
   // for 10,000 members), so at most every 3 s, and never more than a tenth of the time.
-  // A change while one is planned or under way asks for one more after it, never lost.
-  let forecastTimer = 0, forecastAsked = 0, forecastTook = 0, forecastAgain = false, left = false;
-  function forecastSoon() {
-    if (forecastTimer) {
-      forecastAgain = true;
-      return;
-    }
-    forecastAgain = false;
-    const gap = Math.max(3000, 10 * forecastTook);
-    forecastTimer = window.setTimeout(async () => {
-      forecastAgain = false;
-      forecastAsked = Date.now();
-      await loadForecast();
-      forecastTook = Date.now() - forecastAsked;
-      forecastTimer = 0;
-      if (forecastAgain && !left) forecastSoon();
-    }, Math.max(0, forecastAsked + gap - Date.now()));
-  }
+  const forecastPaced = new Paced(loadForecast, { wait: 0, every: 3000, factor: 10 });
+  const forecastSoon = () => forecastPaced.soon();
+  // The run is read again as its events come: every 250 ms at most, and never more often than
+  // twice as long as the last read took (a 100,000-member run's status is 15 MB).
+  const reloadPaced = new Paced(() => reload(), { wait: 250, every: 250, factor: 2 });
+  let left = false;
 
   /** @type {Map<string, any>} */
   const memberCache = new Map();
+  /** @type {Promise<void> | null} */
+  let membersRead = null;
   let timelineSeq = 0;
   async function drawTimeline() {
     // Draws overlap (events, forecasts): only the newest one lands.
@@ -345,10 +336,13 @@ export async function render(ctx, root, params) {
     }
     to += (to - from) * 0.03;
     // Maintenance windows: one engine call per distinct window (most members share a few).
-    if (!memberCache.size) {
-      try {
-        for (const m of await ctx.api.list("/members")) memberCache.set(m.name, m);
-      } catch { /* shown without windows */ }
+    // The members are read once, after the chart is first drawn without them (100,000 members
+    // take seconds to read): it is drawn again, shaded, when they are in.
+    if (!membersRead) {
+      membersRead = ctx.api.list("/members").then((all) => {
+        for (const m of all) memberCache.set(m.name, m);
+        if (tab === "timeline" && !left) void drawTimeline();
+      }, () => { /* shown without windows */ });
     }
     const nodeOnly = run.properties.managedClusterUpdate.upgrade.type === "NodeImageOnly";
     /** @type {Map<string, { start: number, end: number }[]>} */
@@ -432,7 +426,6 @@ export async function render(ctx, root, params) {
   forecastSoon();
   // The run's events: its history read once, then the portal's shared live stream, merged by
   // sequence number (an event in both is shown once).
-  let reloadTimer = 0;
   let historyRead = false;
   /** @type {Set<number>} */
   const seen = new Set();
@@ -452,8 +445,7 @@ export async function render(ctx, root, params) {
     }
     add(e, seq);
     if (tab === "events") log.setCount(events.length);
-    // At most one reload per 250 ms, however fast events come.
-    if (!reloadTimer) reloadTimer = window.setTimeout(() => { reloadTimer = 0; void reload(); }, 250);
+    reloadPaced.soon();
     forecastSoon();
   });
   void ctx.api.list(`/events?run=${encodeURIComponent(name)}`).then((history) => {
@@ -491,8 +483,8 @@ export async function render(ctx, root, params) {
     clearInterval(tick);
     clearInterval(refreshForecast);
     clearInterval(reread);
-    clearTimeout(reloadTimer);
-    clearTimeout(forecastTimer);
+    reloadPaced.stop();
+    forecastPaced.stop();
     left = true;
     forecastSeq++;
   };
