@@ -80,11 +80,53 @@ fn text_rule(text: &str, max: usize) -> Result<(), String> {
 
 /// Validates a member. `path` prefixes every field path (e.g. `members[3]`).
 pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
+    validate_member_fields(path, &MemberFields::of(m), errors)
+}
+
+/// A member's fields as [`validate_member`] reads them, borrowed from whatever holds them (a
+/// scenario's member is checked in place, not copied into a [`Member`] first).
+pub struct MemberFields<'a> {
+    /// `name`.
+    pub name: &'a str,
+    /// `group`.
+    pub group: Option<&'a str>,
+    /// `labels`.
+    pub labels: &'a crate::labels::Labels,
+    /// `region`.
+    pub region: &'a str,
+    /// `kubernetesVersion`.
+    pub kubernetes_version: &'a str,
+    /// `nodePools`.
+    pub node_pools: &'a [crate::model::NodePool],
+    /// `maintenance`.
+    pub maintenance: &'a crate::model::Maintenance,
+    /// `provider`.
+    pub provider: Option<&'a crate::model::ProviderRef>,
+}
+
+impl<'a> MemberFields<'a> {
+    /// A [`Member`]'s fields.
+    pub fn of(m: &'a Member) -> MemberFields<'a> {
+        MemberFields {
+            name: &m.name,
+            group: m.group.as_deref(),
+            labels: &m.labels,
+            region: &m.region,
+            kubernetes_version: &m.kubernetes_version,
+            node_pools: &m.node_pools,
+            maintenance: &m.maintenance,
+            provider: m.provider.as_ref(),
+        }
+    }
+}
+
+/// [`validate_member`] of fields borrowed from anywhere.
+pub fn validate_member_fields(path: &str, m: &MemberFields<'_>, errors: &mut Errors) {
     // Paths are made only for errors: a valid 100,000-member fleet makes none.
-    if let Err(rule) = name_rule(&m.name) {
+    if let Err(rule) = name_rule(m.name) {
         errors.push(join(path, "name"), format!("\"{}\" {rule}", m.name));
     }
-    if let Some(g) = &m.group {
+    if let Some(g) = m.group {
         if let Err(rule) = name_rule(g) {
             errors.push(join(path, "group"), format!("\"{g}\" {rule}"));
         }
@@ -102,7 +144,7 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
     let labels = if m.labels.len() > MAX_LABELS_PER_MEMBER {
         None
     } else {
-        Some(&m.labels)
+        Some(m.labels)
     };
     for (k, v) in labels.into_iter().flatten() {
         let p = || format!("{}[{k}]", join(path, "labels"));
@@ -120,13 +162,13 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
     }
     if m.region.trim().is_empty() {
         errors.push(join(path, "region"), "is required");
-    } else if let Err(e) = validate_label_value(&m.region) {
+    } else if let Err(e) = validate_label_value(m.region) {
         errors.push(
             join(path, "region"),
             format!("must be usable as a label value: {e}"),
         );
     }
-    if let Err(e) = KubeVersion::parse(&m.kubernetes_version) {
+    if let Err(e) = KubeVersion::parse(m.kubernetes_version) {
         errors.push(join(path, "kubernetesVersion"), e);
     }
     let mut pools = BTreeSet::new();
@@ -150,7 +192,7 @@ pub fn validate_member(path: &str, m: &Member, errors: &mut Errors) {
     if let Some(w) = &m.maintenance.node_os {
         w.validate(&join(path, "maintenance.nodeOS"), errors);
     }
-    if let Some(p) = &m.provider {
+    if let Some(p) = m.provider {
         if let Err(rule) = name_rule(&p.name) {
             errors.push(
                 join(path, "provider.name"),

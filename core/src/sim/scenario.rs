@@ -240,6 +240,20 @@ pub struct ScenarioMember {
 crate::plan::assignable_by_fields!(ScenarioMember);
 
 impl ScenarioMember {
+    /// Its member's fields, borrowed (to validate it in place).
+    pub fn fields(&self) -> validate::MemberFields<'_> {
+        validate::MemberFields {
+            name: &self.name,
+            group: self.group.as_deref(),
+            labels: &self.labels,
+            region: &self.region,
+            kubernetes_version: &self.kubernetes_version,
+            node_pools: &self.node_pools,
+            maintenance: &self.maintenance,
+            provider: self.provider.as_ref(),
+        }
+    }
+
     /// The member without its behaviour.
     pub fn member(&self) -> Member {
         self.clone().into_member()
@@ -472,7 +486,7 @@ impl Scenario {
         let mut names = BTreeMap::new();
         for (i, m) in self.members.iter().enumerate() {
             let p = format!("members[{i}]");
-            validate::validate_member(&p, &m.member(), &mut e);
+            validate::validate_member_fields(&p, &m.fields(), &mut e);
             if let Some(prev) = names.insert(m.name.as_str(), i) {
                 e.push(
                     format!("{p}.name"),
