@@ -1439,6 +1439,9 @@ fn lists_page_in_name_order_through_next_links_that_keep_the_query() {
     assert_eq!(links.len(), 1);
     let (strategies, _) = all_pages(&d, "/updateStrategies?$top=1&$skipToken=blue");
     assert_eq!(names(&strategies), ["rollout"]);
+    // A token with a NUL (no name has one; PostgreSQL cannot hold one): the names after it.
+    let (strategies, _) = all_pages(&d, "/updateStrategies?$top=1&$skipToken=blu%00e");
+    assert_eq!(names(&strategies), ["blue", "rollout"]);
     let (audit, _) = all_pages(&d, "/audit?$top=1");
     assert_eq!(audit.len(), 6, "{audit:?}");
     // A Host header that is not a plain host[:port] is not echoed: the link is relative.

@@ -460,8 +460,14 @@ impl PageWindow {
         kind: &str,
     ) -> Result<Vec<ResourceMeta>, Problem> {
         let limit = u32::try_from(self.top + 1).unwrap_or(u32::MAX);
+        // No name holds a NUL (PostgreSQL's TEXT cannot): the names after `abc\0x` are those
+        // after `abc`, which is what the store is asked.
+        let after = self
+            .after
+            .as_deref()
+            .map(|t| t.split('\0').next().unwrap_or(""));
         store
-            .resources_after(kind, self.after.as_deref(), limit)
+            .resources_after(kind, after, limit)
             .map_err(store_problem)
     }
 }

@@ -58,7 +58,11 @@ export async function render(ctx, root) {
     h("p.hint#selector-help", null, "The syntax of a strategy's memberSelector: key=value, key!=value, key in (a, b), key notin (a), key, !key; terms separated by commas."),
     error, countLine, header, list.el);
 
+  let filterSeq = 0;
   async function filter() {
+    // The fleet is filtered once it is all read (the first load says so meanwhile).
+    if (!loaded) return;
+    const mine = ++filterSeq;
     const text = /** @type {HTMLInputElement} */ (input).value;
     if (!text.trim()) {
       shown = members;
@@ -67,10 +71,12 @@ export async function render(ctx, root) {
     } else {
       try {
         const names = new Set(await select(text, members.map((m) => ({ name: m.name, labels: m.properties.labels ?? {} }))));
+        if (mine !== filterSeq) return; // a newer filter (or a reload) was asked meanwhile
         shown = members.filter((m) => names.has(m.name));
         input.removeAttribute("aria-invalid");
         replace(error);
       } catch (e) {
+        if (mine !== filterSeq) return;
         input.setAttribute("aria-invalid", "true");
         replace(error, h("p.field-error", null, e instanceof EngineError ? `${e.path}: ${e.message}` : describe(e)));
         return;
@@ -109,11 +115,17 @@ export async function render(ctx, root) {
     try {
       members = await ctx.api.list("/members", (sofar) => {
         if (loaded) return;
-        shown = sofar;
-        countLine.textContent = `${sofar.length} members read so far…`;
-        list.setCount(sofar.length);
+        const filtering = /** @type {HTMLInputElement} */ (input).value.trim() !== "";
+        shown = filtering ? [] : sofar;
+        countLine.textContent = `${sofar.length} members read so far…${filtering ? " (filtered once all are read)" : ""}`;
+        list.setCount(shown.length);
       });
     } catch (e) {
+      if (!loaded) {
+        shown = [];
+        list.setCount(0);
+        countLine.textContent = "";
+      }
       replace(error, notice("error", describe(e)));
       return;
     }

@@ -342,7 +342,7 @@ export async function render(ctx, root, params) {
       membersRead = ctx.api.list("/members").then((all) => {
         for (const m of all) memberCache.set(m.name, m);
         if (tab === "timeline" && !left) void drawTimeline();
-      }, () => { /* shown without windows */ });
+      }, () => { membersRead = null; /* shown without windows; read again at the next draw */ });
     }
     const nodeOnly = run.properties.managedClusterUpdate.upgrade.type === "NodeImageOnly";
     /** @type {Map<string, { start: number, end: number }[]>} */
