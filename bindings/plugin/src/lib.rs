@@ -675,13 +675,7 @@ fn forecast_from(req: &RequestFields) -> Envelope {
     let at = string_field(req.at, "at")?;
     let at = waverun_core::time::parse_timestamp(&at).map_err(|rule| invalid_field("at", rule))?;
     let minutes = upgrade_minutes(req)?;
-    let runs: Option<Vec<String>> = match req.runs.filter(|v| v.get() != "null") {
-        Some(v) => Some(
-            serde_json::from_str(v.get())
-                .map_err(|_| bad("\"runs\" must be an array of run names"))?,
-        ),
-        None => None,
-    };
+    let runs = optional_names(req.runs, "runs", "run")?;
     let run = match runs {
         Some(_) => None,
         None => Some(string_field(req.run, "run")?),
@@ -705,6 +699,20 @@ fn forecast_from(req: &RequestFields) -> Envelope {
         }
     }
     Ok(serde_json::json!({ "forecasts": forecasts, "missing": missing }).to_string())
+}
+
+/// An optional list of names (`runs`, `members`): `None` when absent or null.
+fn optional_names(
+    value: Option<&RawValue>,
+    field: &str,
+    what: &str,
+) -> Result<Option<Vec<String>>, AbiError> {
+    match value.filter(|v| v.get() != "null") {
+        Some(v) => serde_json::from_str(v.get())
+            .map(Some)
+            .map_err(|_| bad(format!("\"{field}\" must be an array of {what} names"))),
+        None => Ok(None),
+    }
 }
 
 fn invalid_field(path: &str, rule: impl Into<String>) -> AbiError {
@@ -1116,13 +1124,7 @@ impl<H: HostImports> Guest<H> {
             "leases" => {
                 let leases = self.engine_ref().leases();
                 // With `members`: only theirs (a page of a 100,000-member list asks for its own).
-                let only: Option<Vec<String>> = match req.members.filter(|v| v.get() != "null") {
-                    Some(v) => Some(
-                        serde_json::from_str(v.get())
-                            .map_err(|_| bad("\"members\" must be an array of member names"))?,
-                    ),
-                    None => None,
-                };
+                let only = optional_names(req.members, "members", "member")?;
                 let answer = match only {
                     None => serde_json::json!({ "leases": leases }),
                     Some(names) => {
