@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use webhook_support::{add_secret, deliveries, mode, receiver, Receiver};
+use webhook_support::{add_secret, cut_short, deliveries, mode, receiver, Receiver};
 
 /// A fleet file of `n` members in group `g`, each upgrading in exactly `minutes`.
 fn fleet(dir: &Path, n: usize, minutes: u32) -> PathBuf {
@@ -486,9 +486,11 @@ fn kill_9_at_20_points_delivers_every_event_to_two_subscriptions_in_order_with_s
         assert!(back <= kills, "{name}: {back} steps back for {kills} kills");
         let dups = got.len() - expected.len();
         eprintln!(
-            "{name}: {} deliveries of {} events ({dups} again, {back} replays, {kills} kills)",
+            "{name}: {} deliveries of {} events ({dups} again, {back} replays, {kills} kills, \
+             {} requests cut short by a kill)",
             got.len(),
-            expected.len()
+            expected.len(),
+            cut_short(r)
         );
     }
     // The event log's seqs are the ids: the CloudEvent of seq N carries the event N.

@@ -187,6 +187,44 @@ fn a_tampered_late_or_unsigned_delivery_is_refused_by_the_receiver() {
     assert_eq!(post(&r, &h.pairs(), &body), 204);
 }
 
+#[test]
+fn a_request_whose_sender_went_away_mid_body_is_counted_not_listed_as_a_delivery() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::generate().unwrap();
+    let r = receiver(dir.path(), &[&key.secret()]);
+    let ev = &events()[1];
+    let body = serde_json::to_vec(&cloud_event(ev, &origin())).unwrap();
+    let h = signature::sign(std::slice::from_ref(&key), "prod-12", unix_now(), &body);
+    // A daemon killed after its headers and a part of its body: the connection closes short.
+    let addr = r.base.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let mut head = format!(
+        "POST /hook HTTP/1.1\r\nHost: {addr}\r\ncontent-type: {}\r\ncontent-length: {}\r\n",
+        cloudevent::CONTENT_TYPE,
+        body.len()
+    );
+    for (k, v) in h.pairs() {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(&body[..body.len() / 2]).unwrap();
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = conn.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "nobody to answer: {answer:?}");
+    assert_eq!(webhook_support::cut_short(&r), 1);
+    assert!(deliveries(&r).is_empty(), "{:#?}", deliveries(&r));
+    // The whole request, sent again, is a delivery that checks out.
+    assert_eq!(post(&r, &h.pairs(), &body), 204);
+    let got = deliveries(&r);
+    assert_eq!(got.len(), 1);
+    assert!(got[0]["signatureError"].is_null(), "{got:#?}");
+}
+
 /// A sender that may deliver to loopback, with a one-second deadline.
 fn loopback_sender() -> Sender {
     Sender::new(SenderConfig {

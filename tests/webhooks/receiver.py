@@ -13,7 +13,9 @@ It answers each delivery as its mode says (POST /_mode {"mode": M, ...}):
     redirect    307 to {"location": URL}
     big         200 with a body of {"bytes": N} bytes
 A delivery whose signature or CloudEvent does not check out gets 400 with the reason, whatever
-the mode. GET /_deliveries lists every delivery received, in order, with what was checked:
+the mode. A request cut short (the connection closed before Content-Length bytes came, as
+when the sender is killed mid-request) is no delivery: not listed, only counted
+(GET /_cutShort). GET /_deliveries lists every delivery received, in order, with what was checked:
     {"webhookId", "webhookTimestamp", "verifiedWith": [secret index, ...], "signatureError",
      "event": {the CloudEvent's attributes and data} | null, "eventError", "answered"}
 POST /_secrets {"secret": "whsec_…"} adds a secret it verifies with (one a daemon showed once).
@@ -37,6 +39,7 @@ class State:
         self.lock = threading.Lock()
         self.mode = {"mode": "ok"}
         self.deliveries = []
+        self.cut_short = 0
         self.hooks = [Webhook(s) for s in secrets]
 
 
@@ -89,18 +92,32 @@ def handler(state):
             self.wfile.write(body)
 
         def body(self):
+            """The request's body, or None when the sender went away before sending all of it
+            (a daemon killed mid-request): that is no delivery, and nobody is left to answer."""
             n = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(n)
+            got = self.rfile.read(n)
+            if len(got) < n:
+                self.close_connection = True
+                return None
+            return got
 
         def do_GET(self):
             if self.path == "/_deliveries":
                 with state.lock:
                     out = json.dumps(state.deliveries).encode()
                 return self.reply(200, out, [("Content-Type", "application/json")])
+            if self.path == "/_cutShort":
+                with state.lock:
+                    out = json.dumps({"cutShort": state.cut_short}).encode()
+                return self.reply(200, out, [("Content-Type", "application/json")])
             self.reply(404)
 
         def do_POST(self):
             body = self.body()
+            if body is None:
+                with state.lock:
+                    state.cut_short += 1
+                return
             if self.path == "/_mode":
                 with state.lock:
                     state.mode = json.loads(body)

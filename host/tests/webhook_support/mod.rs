@@ -69,6 +69,17 @@ pub fn deliveries(r: &Receiver) -> Vec<Value> {
     serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
 }
 
+/// How many requests the receiver saw cut short (the sender gone before the whole body came):
+/// no deliveries, only counted.
+pub fn cut_short(r: &Receiver) -> u64 {
+    let mut resp = agent()
+        .get(format!("{}/_cutShort", r.base))
+        .call()
+        .expect("the receiver's count of requests cut short");
+    let v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    v["cutShort"].as_u64().unwrap()
+}
+
 /// Sets the receiver's answer.
 pub fn mode(r: &Receiver, mode: Value) {
     let resp = agent()
