@@ -8,6 +8,8 @@
 //! it reads the report and frees both buffers with `probe_free`.
 
 use waverun_core::sim::{simulate_owned, Scenario};
+// Byte comparisons a word at a time on wasm32 (bindings/wasm-mem): linked for its `memcmp`.
+use waverun_wasm_mem as _;
 
 /// Allocates `len` bytes in the module's memory.
 #[no_mangle]

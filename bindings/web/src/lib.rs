@@ -18,12 +18,14 @@
 pub mod convert;
 
 use convert::Failure;
+// Byte comparisons a word at a time on wasm32 (bindings/wasm-mem): linked for its `memcmp`.
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use waverun_core::sim::{self, Scenario};
 use waverun_core::{validate, Command, Engine, Input, Member, Observation, Output};
 use waverun_core::{UpdateRunSpec, UpdateStrategy};
+use waverun_wasm_mem as _;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = include_str!("types.d.ts");
