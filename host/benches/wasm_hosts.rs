@@ -8,17 +8,20 @@
 //! cargo bench -p waverun --bench wasm_hosts -- --quick # CI smoke: small fleet, one repetition
 //! ```
 //!
-//! Inputs, built when missing: the release plugin
-//! (`target/wasm32-unknown-unknown/release/waverun_plugin.wasm`, `$WAVERUN_PLUGIN` overrides;
-//! `cargo build --release --target wasm32-unknown-unknown -p waverun-plugin`) and the Node
-//! package (`bindings/web/pkg/node`, `bindings/web/build.sh`). The scenario is the rollout
+//! Inputs: the plugin and the core probe as published (`bindings/plugin/build.sh`, run every
+//! time: the `wasm` profile, LTO, then `wasm-opt -O3`; `--quick` takes the release builds,
+//! built when missing; `$WAVERUN_PLUGIN` and `$WAVERUN_PROBE` override) and the Node package
+//! (`bindings/web/pkg/node`, `bindings/web/build.sh`, built when missing). The scenario is the rollout
 //! bench's (`tests/src/bench_scenario.rs`): 10,000 members = 20 stages × 50 groups × 10.
 //!
 //! Sections:
 //! - (a)–(c) `simulate` of the scenario natively, through `simulate_plugin` (wasmtime) and
 //!   through the package's `simulate` in Node (`host/benches/node_simulate.mjs`; Node's
-//!   startup, package load and the input's `JSON.parse` are reported apart), median of runs
-//!   after a warm-up, with ratios to native; then where the plugin's time goes: the same
+//!   startup, package load and the input's `JSON.parse` are reported apart), and the core probe
+//!   in wasmtime with and without epoch interruption, all in interleaved rounds (each round
+//!   runs every host once, so a slow spell of this shared machine slows them all alike; Node
+//!   runs one `simulate` per line asked, `--rounds`); medians after a warm-up, ratios the
+//!   median of the rounds' ratios; then where the plugin's time goes: the same
 //!   rollout with each `EngineDriver` call timed, for the native engine, the guest's driver
 //!   logic compiled natively (`waverun_plugin::Guest`, JSON envelopes and journaling without
 //!   Wasm) and the plugin in wasmtime;
@@ -121,55 +124,96 @@ fn release_wasm(package: &str, file: &str) -> PathBuf {
     path
 }
 
-/// The release plugin (`$WAVERUN_PLUGIN` overrides).
-fn plugin_path() -> PathBuf {
+/// The plugin and the probe as published (`bindings/plugin/build.sh`: the `wasm` profile, then
+/// `wasm-opt -O3`), built or brought up to date: `target/wasm32-unknown-unknown/wasm/{file}`.
+fn published_wasm(file: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let path = target.join("wasm32-unknown-unknown/wasm").join(file);
+    run(
+        &mut Process::new(root().join("bindings/plugin/build.sh")),
+        "the published plugin and probe",
+    );
+    assert!(path.exists(), "{} after build.sh", path.display());
+    path
+}
+
+/// The plugin: as published in full mode, the release build in quick mode (the CI smoke run,
+/// which builds no LTO); `$WAVERUN_PLUGIN` overrides.
+fn plugin_path(quick: bool) -> PathBuf {
     match std::env::var_os("WAVERUN_PLUGIN") {
         Some(p) => PathBuf::from(p),
-        None => release_wasm("waverun-plugin", "waverun_plugin.wasm"),
+        None if quick => release_wasm("waverun-plugin", "waverun_plugin.wasm"),
+        None => published_wasm("waverun_plugin.opt.wasm"),
     }
 }
 
-/// The core alone as a module with no imports (`bindings/core-probe`).
-fn probe_path() -> PathBuf {
-    release_wasm("waverun-core-probe", "waverun_core_probe.wasm")
+/// The core alone as a module with no imports (`bindings/core-probe`), built as the plugin is;
+/// `$WAVERUN_PROBE` overrides.
+fn probe_path(quick: bool) -> PathBuf {
+    match std::env::var_os("WAVERUN_PROBE") {
+        Some(p) => PathBuf::from(p),
+        None if quick => release_wasm("waverun-core-probe", "waverun_core_probe.wasm"),
+        None => published_wasm("waverun_core_probe.opt.wasm"),
+    }
 }
 
-/// `probe_simulate` of `scenario` (JSON) in a fresh wasmtime engine with or without epoch
-/// interruption: times of `reps` calls after a warm-up.
-fn probe_in_wasmtime(probe: &[u8], scenario: &[u8], epochs: bool, reps: usize) -> Vec<Duration> {
-    use wasmtime::{Config, Engine as WasmEngine, Instance, Module, Store};
-    let mut config = Config::new();
-    config.epoch_interruption(epochs);
-    let engine = WasmEngine::new(&config).expect("engine");
-    let module = Module::new(&engine, probe).expect("compile the probe");
-    let mut store = Store::new(&engine, ());
-    store.set_epoch_deadline(u64::MAX / 2);
-    let instance = Instance::new(&mut store, &module, &[]).expect("no imports");
-    let memory = instance.get_memory(&mut store, "memory").expect("memory");
-    let alloc = instance
-        .get_typed_func::<u32, u32>(&mut store, "probe_alloc")
-        .expect("probe_alloc");
-    let free = instance
-        .get_typed_func::<(u32, u32), ()>(&mut store, "probe_free")
-        .expect("probe_free");
-    let simulate = instance
-        .get_typed_func::<(u32, u32), u64>(&mut store, "probe_simulate")
-        .expect("probe_simulate");
-    let len = scenario.len() as u32;
-    let mut once = || {
-        let ptr = alloc.call(&mut store, len).expect("alloc");
-        memory
-            .write(&mut store, ptr as usize, scenario)
+/// The core probe in a fresh wasmtime engine, with or without epoch interruption, ready to
+/// run `probe_simulate` of one scenario (JSON) again and again.
+struct ProbeSession {
+    store: wasmtime::Store<()>,
+    memory: wasmtime::Memory,
+    alloc: wasmtime::TypedFunc<u32, u32>,
+    free: wasmtime::TypedFunc<(u32, u32), ()>,
+    simulate: wasmtime::TypedFunc<(u32, u32), u64>,
+    scenario: Vec<u8>,
+}
+
+impl ProbeSession {
+    fn new(probe: &[u8], scenario: &[u8], epochs: bool) -> ProbeSession {
+        use wasmtime::{Config, Engine as WasmEngine, Instance, Module, Store};
+        let mut config = Config::new();
+        config.epoch_interruption(epochs);
+        let engine = WasmEngine::new(&config).expect("engine");
+        let module = Module::new(&engine, probe).expect("compile the probe");
+        let mut store = Store::new(&engine, ());
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = Instance::new(&mut store, &module, &[]).expect("no imports");
+        ProbeSession {
+            memory: instance.get_memory(&mut store, "memory").expect("memory"),
+            alloc: instance
+                .get_typed_func(&mut store, "probe_alloc")
+                .expect("probe_alloc"),
+            free: instance
+                .get_typed_func(&mut store, "probe_free")
+                .expect("probe_free"),
+            simulate: instance
+                .get_typed_func(&mut store, "probe_simulate")
+                .expect("probe_simulate"),
+            store,
+            scenario: scenario.to_vec(),
+        }
+    }
+
+    /// One `probe_simulate`, timed (the copy in and the free are not).
+    fn once(&mut self) -> Duration {
+        let len = self.scenario.len() as u32;
+        let ptr = self.alloc.call(&mut self.store, len).expect("alloc");
+        self.memory
+            .write(&mut self.store, ptr as usize, &self.scenario)
             .expect("write");
         let t = Instant::now();
-        let r = simulate.call(&mut store, (ptr, len)).expect("simulate");
+        let r = self
+            .simulate
+            .call(&mut self.store, (ptr, len))
+            .expect("simulate");
         let took = t.elapsed();
-        free.call(&mut store, ((r >> 32) as u32, r as u32))
+        self.free
+            .call(&mut self.store, ((r >> 32) as u32, r as u32))
             .expect("free");
         took
-    };
-    once();
-    (0..reps).map(|_| once()).collect()
+    }
 }
 
 /// The Node package, built when missing.
@@ -495,7 +539,6 @@ struct NodeTimings {
     load_ms: f64,
     read_ms: f64,
     parse_ms: f64,
-    warmup_ms: Vec<f64>,
     runs_ms: Vec<f64>,
     ping_ns: f64,
     events: usize,
@@ -504,26 +547,111 @@ struct NodeTimings {
     node: String,
 }
 
-fn node_simulate(pkg: &Path, scenario_json: &Path, runs: usize, warmup: usize) -> NodeTimings {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/node_simulate.mjs");
-    let out = Process::new("node")
-        .arg("--max-old-space-size=4096")
-        .arg(&script)
-        .arg(pkg)
-        .arg(scenario_json)
-        .arg(runs.to_string())
-        .arg(warmup.to_string())
-        .output()
-        .expect("run node");
-    assert!(
-        out.status.success(),
-        "node failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("node output ({e}): {stdout}"))
+/// The package in a Node process that runs `simulate` once per `run` line
+/// (`node_simulate.mjs --rounds`), so that its runs interleave with the other hosts'.
+struct NodeSession {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl NodeSession {
+    /// Starts Node, which loads the package, parses the scenario and warms up.
+    fn start(pkg: &Path, scenario_json: &Path, warmup: usize) -> NodeSession {
+        use std::process::Stdio;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/node_simulate.mjs");
+        let mut child = Process::new("node")
+            .arg("--max-old-space-size=4096")
+            .arg(&script)
+            .arg(pkg)
+            .arg(scenario_json)
+            .arg("--rounds")
+            .arg(warmup.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run node");
+        let mut session = NodeSession {
+            stdin: child.stdin.take().expect("stdin"),
+            stdout: std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            child,
+        };
+        assert_eq!(session.line(), "ready", "node warmed up");
+        session
+    }
+
+    fn line(&mut self) -> String {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let n = self
+            .stdout
+            .read_line(&mut line)
+            .expect("read node's answer");
+        assert!(n > 0, "node ended early: {:?}", self.child.try_wait());
+        line.trim_end().to_string()
+    }
+
+    /// One `simulate`, as Node timed it.
+    fn run(&mut self) -> Duration {
+        use std::io::Write;
+        writeln!(self.stdin, "run").expect("ask node for a run");
+        let v: Value = serde_json::from_str(&self.line()).expect("{ms}");
+        from_ms(v["ms"].as_f64().expect("ms"))
+    }
+
+    /// Ends the runs; what Node measured.
+    fn finish(mut self) -> NodeTimings {
+        use std::io::Write;
+        writeln!(self.stdin, "end").expect("end node's runs");
+        let line = self.line();
+        // Node's stdin closed: nothing keeps it alive.
+        let NodeSession {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let status = child.wait().expect("node exits");
+        assert!(status.success(), "node failed ({status})");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("node output ({e}): {line}"))
+    }
+}
+
+/// Every host's runs in rounds: round `r` runs each host once, in order, after `warmup` runs
+/// of each; a slow spell of this shared machine then lands on every host alike.
+fn in_rounds(
+    warmup: usize,
+    reps: usize,
+    hosts: &mut [&mut dyn FnMut() -> Duration],
+) -> Vec<Vec<Duration>> {
+    for h in hosts.iter_mut() {
+        for _ in 0..warmup {
+            h();
+        }
+    }
+    let mut out = vec![Vec::with_capacity(reps); hosts.len()];
+    for _ in 0..reps {
+        for (i, h) in hosts.iter_mut().enumerate() {
+            out[i].push(h());
+        }
+    }
+    out
+}
+
+/// The median of the rounds' ratios `v[r] / base[r]`.
+fn ratio(v: &[Duration], base: &[Duration]) -> f64 {
+    let mut r: Vec<f64> = v
+        .iter()
+        .zip(base)
+        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    r.sort_by(f64::total_cmp);
+    r[r.len() / 2]
+}
+
+/// Times `f`.
+fn timed<T>(f: impl FnOnce() -> T) -> Duration {
+    let t = Instant::now();
+    black_box(f());
+    t.elapsed()
 }
 
 // ------------------------------------------------------------------ main
@@ -552,7 +680,7 @@ fn main() {
     );
 
     println!("\ninputs");
-    let wasm_path = plugin_path();
+    let wasm_path = plugin_path(quick);
     let pkg = node_package();
     let wasm = std::fs::read(&wasm_path).expect("read the plugin");
     let node_wasm = pkg.join("waverun_wasm_bg.wasm");
@@ -642,7 +770,6 @@ fn main() {
 
     // (a)-(c)
     let sc_text = std::fs::read_to_string(&scenario_json).expect("read the scenario");
-    let native_reps = time_runs(warmup, reps, || simulate(&sc).expect("native"));
     let native = simulate(&sc).expect("native");
     assert_eq!(native.summary.state, State::Completed);
     assert_eq!(native.summary.members_completed as usize, shape.members());
@@ -651,45 +778,70 @@ fn main() {
         let s = Scenario::from_json(text).expect("a scenario");
         serde_json::to_string(&simulate(&s).expect("native")).expect("json")
     };
-    let native_json_reps = time_runs(warmup, reps, || native_json(&sc_text));
-    let driven_native_reps = time_runs(warmup, reps, || {
-        let fleet = SharedFleet::new(&sc);
-        let driver = NativeGuestDriver::new(fleet.clone());
-        let mut sim = Simulation::with_fleet(&sc, driver, fleet).expect("valid");
-        sim.run_to_end();
-        sim.report()
-    });
     let mut simulator = plugin
         .instantiate(new_host(), InstanceConfig::default())
         .expect("instantiate");
-    let request_reps = time_runs(warmup, reps, || {
-        simulator.simulate_json(&sc_text).expect("simulate request")
-    });
     let request_identical = simulator.simulate_json(&sc_text).expect("simulate") == native_text;
     assert!(request_identical, "the plugin's simulate report differs");
-    drop(simulator);
-    let plugin_reps = time_runs(warmup, reps, || {
-        simulate_plugin(&plugin, &sc).expect("plugin")
-    });
     let in_wasm: SimulationReport = simulate_plugin(&plugin, &sc).expect("plugin");
     let identical = native_text == serde_json::to_string(&in_wasm).expect("json");
     assert!(identical, "the plugin's report differs from the native one");
+    let probe = std::fs::read(probe_path(quick)).expect("read the core probe");
+    let mut without = ProbeSession::new(&probe, sc_text.as_bytes(), false);
+    let mut with = ProbeSession::new(&probe, sc_text.as_bytes(), true);
     let t = Instant::now();
-    let node = node_simulate(&pkg, &scenario_json, reps, warmup);
-    let node_wall = t.elapsed();
+    let mut node_session = NodeSession::start(&pkg, &scenario_json, 0);
+    let node_start = t.elapsed();
+    let mut node_run_wall = Duration::ZERO;
+    // Every host in each round, so that the ratios compare runs made side by side.
+    let runs = in_rounds(
+        warmup,
+        reps,
+        &mut [
+            &mut || timed(|| simulate(&sc).expect("native")),
+            &mut || timed(|| native_json(&sc_text)),
+            &mut || {
+                timed(|| {
+                    let fleet = SharedFleet::new(&sc);
+                    let driver = NativeGuestDriver::new(fleet.clone());
+                    let mut sim = Simulation::with_fleet(&sc, driver, fleet).expect("valid");
+                    sim.run_to_end();
+                    sim.report()
+                })
+            },
+            &mut || timed(|| simulator.simulate_json(&sc_text).expect("simulate request")),
+            &mut || timed(|| simulate_plugin(&plugin, &sc).expect("plugin")),
+            &mut || {
+                let t = Instant::now();
+                let took = node_session.run();
+                node_run_wall += t.elapsed();
+                took
+            },
+            &mut || without.once(),
+            &mut || with.once(),
+        ],
+    );
+    drop(simulator);
+    let [native_reps, native_json_reps, driven_native_reps, request_reps, plugin_reps, node_reps, without, with] =
+        <[Vec<Duration>; 8]>::try_from(runs).expect("eight hosts");
+    let node = node_session.finish();
+    let node_wall = node_start + node_run_wall;
     assert_eq!(node.state, "Completed");
     assert_eq!(node.events, native.timeline.len(), "Node: same events");
     assert_eq!(node.completed, native.summary.members_completed);
-    let node_reps: Vec<Duration> = node.runs_ms.iter().copied().map(from_ms).collect();
+    // Its runs: the rounds' warm-up, then one a round.
+    assert_eq!(
+        node.runs_ms.len(),
+        warmup + node_reps.len(),
+        "Node: one run per round"
+    );
 
     let n = median(native_reps.clone());
     let row = |name: &str, v: &[Duration], like: Option<&[Duration]>, target: &str| {
         let m = median(v.to_vec());
         let min = *v.iter().min().expect("runs");
         let max = *v.iter().max().expect("runs");
-        let like = like.map_or(String::new(), |l| {
-            format!("{:.2}x", m.as_secs_f64() / median(l.to_vec()).as_secs_f64())
-        });
+        let like = like.map_or(String::new(), |l| format!("{:.2}x", ratio(v, l)));
         println!(
             "  {:<48} {:>10} {:>10} {:>10} {:>8.2}x {:>8} {:>8}",
             name,
@@ -702,12 +854,13 @@ fn main() {
         );
     };
     println!(
-        "\n(a)-(c) simulate: {}, {} events; median of {} run(s){}",
+        "\n(a)-(c) simulate: {}, {} events; median of {} round(s){}, every host once a round \
+         (ratios: the median of the rounds' ratios)",
         shape.label(),
         native.timeline.len(),
         reps,
         if warmup > 0 {
-            " after a warm-up run"
+            " after a warm-up run of each"
         } else {
             ""
         }
@@ -767,12 +920,12 @@ fn main() {
     println!(
         "  Node, outside the timed runs: process startup {:.1} ms, package load (compile + \
          instantiate) {:.1} ms, read scenario {:.1} ms, JSON.parse {:.1} ms, warm-up run(s) \
-         {:?} ms; whole node process {}",
+         {:?} ms; whole node process (start, warm-up, the rounds' runs) {}",
         node.startup_ms,
         node.load_ms,
         node.read_ms,
         node.parse_ms,
-        node.warmup_ms
+        node.runs_ms[..warmup]
             .iter()
             .map(|v| (v * 10.0).round() / 10.0)
             .collect::<Vec<_>>(),
@@ -831,10 +984,8 @@ fn main() {
     );
     drop(sim);
 
-    // What epoch interruption costs: the core alone (no driver, no imports), JSON in and out.
-    let probe = std::fs::read(probe_path()).expect("read the core probe");
-    let without = probe_in_wasmtime(&probe, sc_text.as_bytes(), false, reps);
-    let with = probe_in_wasmtime(&probe, sc_text.as_bytes(), true, reps);
+    // What epoch interruption costs: the core alone (no driver, no imports), JSON in and out,
+    // timed in the rounds above.
     println!(
         "\n  the core alone in wasmtime (`bindings/core-probe`, JSON -> JSON, default Config), \
          what the epoch checks cost:"
@@ -853,7 +1004,7 @@ fn main() {
     );
     println!(
         "  epoch checks (every function entry and loop header): {:.2}x; vs like: / (a2)",
-        median(with.clone()).as_secs_f64() / median(without.clone()).as_secs_f64()
+        ratio(&with, &without)
     );
 
     // (d) per-call overhead.
