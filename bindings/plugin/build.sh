@@ -7,7 +7,8 @@
 # wasm-opt is the npm package binaryen@132 of bindings/web (package-lock.json; `npm ci` there
 # when missing). It runs only when its input is newer than its output (about 40 s a module).
 # Measured (host/benches/wasm_hosts.rs, 10,000 members, interleaved rounds): the release build
-# 1.77-1.79x native, `wasm` profile 1.77x, `wasm` profile + wasm-opt -O3 1.49-1.57x.
+# 1.77-1.79x native, `wasm` profile 1.77x, `wasm` profile + wasm-opt -O3 1.49-1.57x
+# (1.42-1.52x once a request's envelope was read in one pass).
 # Idempotent; run from anywhere. Needs cargo, rustup and npm.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -449,6 +449,21 @@ struct ArgEnvelope<'a> {
     run: Option<&'a RawValue>,
 }
 
+/// A request's envelope with its request's fields, read in one pass ([`parse_request`]). The
+/// envelope's other fields are read as [`ArgEnvelope`] reads them, so that what it refuses (a
+/// key twice) this refuses too.
+#[derive(Deserialize)]
+struct RequestEnvelope<'a> {
+    #[serde(borrow, default)]
+    v: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request: Option<RequestFields<'a>>,
+    #[serde(borrow, default, rename = "observation")]
+    _observation: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "run")]
+    _run: Option<&'a RawValue>,
+}
+
 /// The fields of a request (`{"type": ..., ...}`), unparsed.
 #[derive(Deserialize)]
 struct RequestFields<'a> {
@@ -496,9 +511,15 @@ fn parse_envelope(bytes: &[u8]) -> Result<ArgEnvelope<'_>, AbiError> {
             bad(format!("not valid JSON: {e}"))
         }
     })?;
-    match env.v {
+    check_version(env.v)?;
+    Ok(env)
+}
+
+/// An envelope's `v`: present, and 1.
+fn check_version(v: Option<&RawValue>) -> Result<(), AbiError> {
+    match v {
         None => Err(bad("the envelope has no \"v\"")),
-        Some(v) if serde_json::from_str::<u64>(v.get()).ok() == Some(1) => Ok(env),
+        Some(v) if serde_json::from_str::<u64>(v.get()).ok() == Some(1) => Ok(()),
         Some(v) => Err(AbiError::new(
             Code::UnsupportedVersion,
             format!(
@@ -507,6 +528,24 @@ fn parse_envelope(bytes: &[u8]) -> Result<ArgEnvelope<'_>, AbiError> {
             ),
         )),
     }
+}
+
+/// The request of a `waverun_request` argument: in one pass over its bytes when it is well
+/// formed (a simulation's scenario is scanned once, not twice, before it is read), otherwise
+/// the envelope first and then its request, whose errors say which of the two is wrong.
+fn parse_request(bytes: &[u8]) -> Result<RequestFields<'_>, AbiError> {
+    let one_pass = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|text| serde_json::from_str::<RequestEnvelope>(text).ok());
+    let no_request = || bad("the envelope has no \"request\" object");
+    if let Some(env) = one_pass {
+        check_version(env.v)?;
+        return env.request.ok_or_else(no_request);
+    }
+    let env = parse_envelope(bytes)?;
+    env.request
+        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .ok_or_else(no_request)
 }
 
 /// A field of an envelope or request that must be present (and not `null`).
@@ -1032,11 +1071,7 @@ impl<H: HostImports> Guest<H> {
     // ------------------------------------------------------------------ requests
 
     fn request_inner(&mut self, bytes: &[u8]) -> Envelope {
-        let env = parse_envelope(bytes)?;
-        let req: RequestFields = env
-            .request
-            .and_then(|r| serde_json::from_str(r.get()).ok())
-            .ok_or_else(|| bad("the envelope has no \"request\" object"))?;
+        let req = parse_request(bytes)?;
         let kind: String = req
             .kind
             .and_then(|k| serde_json::from_str(k.get()).ok())

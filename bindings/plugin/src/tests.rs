@@ -1383,3 +1383,66 @@ fn every_scenario_survives_crashes_and_replay() {
         }
     }
 }
+
+/// What a request argument reads as: its fields (each raw text) or the error's code and message.
+fn read_request(
+    read: fn(&[u8]) -> Result<RequestFields<'_>, AbiError>,
+    arg: &[u8],
+) -> Result<Vec<Option<String>>, (Code, String)> {
+    read(arg)
+        .map(|r| {
+            [r.kind, r.command, r.run, r.scenario, r.text, r.members]
+                .iter()
+                .map(|f| f.map(|v| v.get().to_string()))
+                .collect()
+        })
+        .map_err(|e| (e.code, e.message))
+}
+
+#[test]
+fn a_request_read_in_one_pass_reads_and_refuses_as_the_envelope_then_its_request_did() {
+    // The reading before the one pass: the envelope, then its request's fields.
+    fn two_passes(bytes: &[u8]) -> Result<RequestFields<'_>, AbiError> {
+        let env = parse_envelope(bytes)?;
+        env.request
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .ok_or_else(|| bad("the envelope has no \"request\" object"))
+    }
+    let scenario = load_scenario(&scenario_files().pop().expect("the example")).unwrap();
+    let simulate = serde_json::to_vec(&json!({"v": 1, "request": {
+        "type": "simulate", "scenario": scenario}}))
+    .unwrap();
+    let args: Vec<&[u8]> = vec![
+        br#"{"v":1,"request":{"type":"ping"}}"#,
+        br#"{"request":{"run":"r1","type":"status","members":false},"v":1,"extra":[1]}"#,
+        br#"{"v":1,"request":{"type":"command","command":{"type":"startRun","name":"r\u0031"}}}"#,
+        &simulate,
+        // Refused: not UTF-8, not JSON, not an object, no or another version, no request.
+        b"\xff\xfe",
+        b"not json",
+        b"[1]",
+        br#"{"request":{"type":"ping"}}"#,
+        br#"{"v":2,"request":{"type":"ping"}}"#,
+        br#"{"v":"1","request":5}"#,
+        br#"{"v":1}"#,
+        br#"{"v":1,"request":null}"#,
+        br#"{"v":1,"request":5}"#,
+        br#"{"v":1,"request":[{"type":"ping"}]}"#,
+        // A key twice: in the request, in the envelope, in a field neither pass reads.
+        br#"{"v":1,"request":{"type":"ping","type":"ping"}}"#,
+        br#"{"v":1,"request":{"type":"ping"},"request":{"type":"ping"}}"#,
+        br#"{"v":1,"run":"a","run":"b","request":{"type":"ping"}}"#,
+        br#"{"v":1,"v":1,"request":{"type":"ping"}}"#,
+        // Trailing bytes, a truncated request.
+        br#"{"v":1,"request":{"type":"ping"}} x"#,
+        br#"{"v":1,"request":{"type":"ping""#,
+    ];
+    for arg in args {
+        let one = read_request(parse_request, arg);
+        let two = read_request(two_passes, arg);
+        assert_eq!(one, two, "{}", String::from_utf8_lossy(arg));
+    }
+    // And the well-formed ones read as requests.
+    let fields = read_request(parse_request, br#"{"v":1,"request":{"type":"ping"}}"#);
+    assert_eq!(fields.unwrap()[0].as_deref(), Some(r#""ping""#));
+}
