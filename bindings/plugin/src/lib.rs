@@ -36,7 +36,6 @@
 #![warn(missing_docs)]
 
 use chrono::DateTime;
-// Byte comparisons a word at a time on wasm32 (bindings/wasm-mem): linked for its `memcmp`.
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -49,6 +48,7 @@ use waverun_core::{
     CheckRequest, Command, Engine, Error, ErrorCode, Event, Fact, FieldError, HostCommand, Input,
     Observation, Output, RunStatus, Timestamp, UpgradeOperation,
 };
+// Byte comparisons a word at a time on wasm32 (bindings/wasm-mem): linked for its `memcmp`.
 use waverun_wasm_mem as _;
 
 #[cfg(target_arch = "wasm32")]

@@ -18,13 +18,13 @@
 pub mod convert;
 
 use convert::Failure;
-// Byte comparisons a word at a time on wasm32 (bindings/wasm-mem): linked for its `memcmp`.
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use waverun_core::sim::{self, Scenario};
 use waverun_core::{validate, Command, Engine, Input, Member, Observation, Output};
 use waverun_core::{UpdateRunSpec, UpdateStrategy};
+// Byte comparisons a word at a time on wasm32 (bindings/wasm-mem): linked for its `memcmp`.
 use waverun_wasm_mem as _;
 
 #[wasm_bindgen(typescript_custom_section)]
